@@ -1,0 +1,45 @@
+# sketchd — the two commands a newcomer needs are `make demo` and `make test`.
+# Both install whatever Debian packages are missing (scripts/install-deps.sh) first.
+
+JOBS      ?= $(shell nproc)
+BUILD     ?= build
+ASAN      ?= build-asan
+CMAKE_ARGS ?=
+
+.PHONY: all deps build build-asan test test-unit test-asan demo bench clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+$(ASAN)/CMakeCache.txt:
+	cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DSKETCHD_SANITIZE=address,undefined \
+	  -DSKETCHD_BUILD_BENCH=OFF $(CMAKE_ARGS)
+
+build-asan: deps $(ASAN)/CMakeCache.txt
+	cmake --build $(ASAN) -j $(JOBS)
+
+# Every test: unit and integration tests on the optimised build, then the unit tests
+# again under AddressSanitizer and UndefinedBehaviorSanitizer.
+test: build build-asan
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(ASAN) && ctest --output-on-failure -j $(JOBS) -L unit
+
+test-unit: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
+
+demo: build
+	$(BUILD)/daemon/sketchd run --config config/demo.yaml
+
+bench: build
+	bash bench/run.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(ASAN)

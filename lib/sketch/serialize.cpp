@@ -1,0 +1,102 @@
+#include "sketch/serialize.h"
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+namespace sketch {
+
+const char* to_string(structure_type type) noexcept {
+  switch (type) {
+    case structure_type::bloom_filter: return "bloom filter";
+    case structure_type::blocked_bloom_filter: return "blocked bloom filter";
+    case structure_type::counting_bloom_filter: return "counting bloom filter";
+    case structure_type::count_min_sketch: return "count-min sketch";
+    case structure_type::top_k: return "top-k tracker";
+    case structure_type::rolling_count_min: return "rolling count-min sketch";
+    case structure_type::rolling_bloom: return "rolling bloom filter";
+  }
+  return "unknown structure";
+}
+
+namespace detail {
+
+record_writer::record_writer(structure_type type, std::uint64_t seed) {
+  out_.append(kMagic, sizeof kMagic);
+  u16(kFormatVersion);
+  u16(static_cast<std::uint16_t>(type));
+  u64(seed);
+  u64(0);  // payload length, patched by finish()
+}
+
+std::string record_writer::finish() && {
+  const std::uint64_t length = out_.size() - kHeaderSize;
+  std::memcpy(out_.data() + 16, &length, sizeof length);
+  const std::uint64_t checksum = XXH64(out_.data(), out_.size(), 0);
+  u64(checksum);
+  return std::move(out_);
+}
+
+record_reader::record_reader(std::string_view input, structure_type expected)
+    : type_(expected) {
+  const char* what = to_string(expected);
+  if (input.size() < kHeaderSize + kTrailerSize) {
+    throw format_error(fmt::format("{}: input of {} bytes is truncated (a record has at least {})",
+                                   what, input.size(), kHeaderSize + kTrailerSize));
+  }
+  if (std::memcmp(input.data(), kMagic, sizeof kMagic) != 0) {
+    throw format_error(fmt::format("{}: not a sketch record (bad magic)", what));
+  }
+  std::uint16_t version = 0;
+  std::uint16_t type = 0;
+  std::uint64_t length = 0;
+  std::memcpy(&version, input.data() + 4, 2);
+  std::memcpy(&type, input.data() + 6, 2);
+  std::memcpy(&seed_, input.data() + 8, 8);
+  std::memcpy(&length, input.data() + 16, 8);
+  if (version != kFormatVersion) {
+    throw format_error(fmt::format("{}: format version {} is not supported (this build reads {})",
+                                   what, version, kFormatVersion));
+  }
+  if (type != static_cast<std::uint16_t>(expected)) {
+    throw format_error(fmt::format("{}: the record holds a {} (type {})", what,
+                                   to_string(static_cast<structure_type>(type)), type));
+  }
+  if (length > input.size() - kHeaderSize - kTrailerSize) {
+    throw format_error(fmt::format("{}: truncated: payload of {} bytes announced, {} present", what,
+                                   length, input.size() - kHeaderSize - kTrailerSize));
+  }
+  if (length < input.size() - kHeaderSize - kTrailerSize) {
+    throw format_error(fmt::format("{}: {} unexpected bytes after the record", what,
+                                   input.size() - kHeaderSize - kTrailerSize - length));
+  }
+  std::uint64_t stored = 0;
+  std::memcpy(&stored, input.data() + kHeaderSize + length, 8);
+  if (XXH64(input.data(), kHeaderSize + length, 0) != stored) {
+    throw format_error(fmt::format("{}: checksum mismatch (the data is corrupt)", what));
+  }
+  payload_ = input.substr(kHeaderSize, static_cast<std::size_t>(length));
+}
+
+const char* record_reader::take(std::size_t size) {
+  if (size > payload_.size() - pos_) {
+    throw format_error(fmt::format("{}: payload ends early (wanted {} bytes at offset {}, has {})",
+                                   to_string(type_), size, pos_, payload_.size() - pos_));
+  }
+  const char* p = payload_.data() + pos_;
+  pos_ += size;
+  return p;
+}
+
+void record_reader::done() const {
+  if (pos_ != payload_.size()) {
+    throw format_error(fmt::format("{}: {} payload bytes left unread", to_string(type_),
+                                   payload_.size() - pos_));
+  }
+}
+
+void record_reader::require(bool ok, std::string_view what) const {
+  if (!ok) throw format_error(fmt::format("{}: {}", to_string(type_), what));
+}
+
+}  // namespace detail
+}  // namespace sketch

@@ -1,0 +1,141 @@
+// The binary format shared by every structure of the library.
+//
+// A serialized structure is one self-checking record:
+//
+//   offset  size  field
+//   ------  ----  -----------------------------------------------------------------
+//        0     4  magic "SKCH"
+//        4     2  format version (kFormatVersion), little-endian
+//        6     2  structure type (sketch::structure_type), little-endian
+//        8     8  seed of the structure's hash, little-endian
+//       16     8  payload length L in bytes, little-endian
+//       24     L  payload: the structure's parameters, then its data (each structure
+//                 draws its own payload layout next to the code that writes it)
+//   24 + L     8  XXH64 (seed 0) of bytes [0, 24 + L), little-endian
+//
+// All integers are little-endian; doubles are IEEE-754 binary64 stored as their bit
+// pattern. A reader checks the magic, the version, the type, the length and the checksum
+// before it looks at the payload, then checks every parameter; anything that does not fit
+// is a `format_error` naming what was wrong, never a crash or a silently empty structure.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace sketch {
+
+static_assert(std::endian::native == std::endian::little,
+              "the serialized format is little-endian and so is every supported host");
+
+inline constexpr char kMagic[4] = {'S', 'K', 'C', 'H'};
+inline constexpr std::uint16_t kFormatVersion = 1;
+inline constexpr std::size_t kHeaderSize = 24;
+inline constexpr std::size_t kTrailerSize = 8;
+
+enum class structure_type : std::uint16_t {
+  bloom_filter = 1,
+  blocked_bloom_filter = 2,
+  counting_bloom_filter = 3,
+  count_min_sketch = 4,
+  top_k = 5,
+  rolling_count_min = 6,
+  rolling_bloom = 7,
+};
+
+[[nodiscard]] const char* to_string(structure_type type) noexcept;
+
+// A serialized input that is corrupt, truncated, of another format version or of another
+// structure type.
+class format_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+// Appends a record to a string: header, payload fields, then `finish()` adds the length
+// and the checksum. Not thread-safe; one owner.
+class record_writer {
+ public:
+  record_writer(structure_type type, std::uint64_t seed);
+
+  void u8(std::uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void u16(std::uint16_t v) { raw(&v, sizeof v); }
+  void u32(std::uint32_t v) { raw(&v, sizeof v); }
+  void u64(std::uint64_t v) { raw(&v, sizeof v); }
+  void i64(std::int64_t v) { raw(&v, sizeof v); }
+  void f64(double v) { raw(&v, sizeof v); }
+  void bytes(const void* data, std::size_t size) { raw(data, size); }
+  // A length-prefixed (u32) byte string.
+  void str(std::string_view s) {
+    u32(static_cast<std::uint32_t>(s.size()));
+    raw(s.data(), s.size());
+  }
+  // A nested record (for structures made of structures).
+  void record(std::string_view nested) {
+    u64(nested.size());
+    raw(nested.data(), nested.size());
+  }
+
+  // Returns the whole record; the writer is spent afterwards.
+  [[nodiscard]] std::string finish() &&;
+
+ private:
+  void raw(const void* data, std::size_t size) {
+    out_.append(static_cast<const char*>(data), size);
+  }
+  std::string out_;
+};
+
+// Reads a record written by record_writer. The constructor checks magic, version, type,
+// length and checksum; every read is bounds-checked and throws format_error past the
+// payload. `done()` throws if payload bytes are left over. Not thread-safe; one owner.
+class record_reader {
+ public:
+  record_reader(std::string_view input, structure_type expected);
+
+  [[nodiscard]] std::uint64_t seed() const noexcept { return seed_; }
+
+  std::uint8_t u8() { return pod<std::uint8_t>(); }
+  std::uint16_t u16() { return pod<std::uint16_t>(); }
+  std::uint32_t u32() { return pod<std::uint32_t>(); }
+  std::uint64_t u64() { return pod<std::uint64_t>(); }
+  std::int64_t i64() { return pod<std::int64_t>(); }
+  double f64() { return pod<double>(); }
+  void bytes(void* out, std::size_t size) { std::memcpy(out, take(size), size); }
+  std::string_view view(std::size_t size) { return {take(size), size}; }
+  std::string str() {
+    const std::uint32_t n = u32();
+    return std::string(view(n));
+  }
+  std::string_view record() {
+    const std::uint64_t n = u64();
+    return view(static_cast<std::size_t>(n));
+  }
+  [[nodiscard]] std::size_t remaining() const noexcept { return payload_.size() - pos_; }
+  void done() const;
+
+  // Throws format_error("<type>: <what>") when `ok` is false: for parameter checks.
+  void require(bool ok, std::string_view what) const;
+
+ private:
+  template <class T>
+  T pod() {
+    T v;
+    std::memcpy(&v, take(sizeof v), sizeof v);
+    return v;
+  }
+  const char* take(std::size_t size);
+
+  structure_type type_;
+  std::uint64_t seed_ = 0;
+  std::string_view payload_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace detail
+}  // namespace sketch
