@@ -1,0 +1,167 @@
+// The `sketchd` command line: parses the arguments and runs one command of
+// sketchd/commands.h. Bad arguments are a one-line error and exit status 2.
+#include "sketchd/commands.h"
+#include "sketchd/config/config.h"
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <charconv>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace {
+
+constexpr int kUsageError = 2;
+constexpr int kMaxPartitions = 1000;
+
+constexpr const char* kDescription =
+    "sketchd: stream analytics on Kafka.\n"
+    "Each pipeline takes one item from every event of its topics (the message key or value,\n"
+    "a JSON field, a header) and keeps the heavy hitters of a sliding window (rolling\n"
+    "Count-Min sketch and top-k) and/or deduplicates first-seen items (rolling Bloom filter),\n"
+    "exported as Prometheus metrics and over an HTTP API.";
+
+constexpr const char* kExamples =
+    "\nExamples:\n"
+    "  sketchd check-config config/example.yaml   report every problem of a configuration\n"
+    "  sketchd run --config sketchd.yaml          run the daemon (same as: sketchd --config …)\n"
+    "  sketchd mock-kafka --topic events:8        a local Kafka-protocol cluster for tests\n"
+    "\n"
+    "config/example.yaml documents every configuration key.";
+
+// "NAME" or "NAME:PARTITIONS"; the error message, or nullopt when `text` is valid.
+std::optional<std::string> parse_topic_argument(std::string_view text,
+                                                std::pair<std::string, int>& out) {
+  const std::size_t colon = text.find(':');
+  const std::string_view name = text.substr(0, colon);
+  if (!sketchd::is_valid_topic_name(name)) {
+    return fmt::format(
+        "\"{}\" is not a valid topic name (1 to 249 letters, digits, \".\", \"_\" "
+        "or \"-\")",
+        name);
+  }
+  int partitions = sketchd::embedded_kafka_config{}.partitions;
+  if (colon != std::string_view::npos) {
+    const std::string_view count = text.substr(colon + 1);
+    const auto [ptr, ec] = std::from_chars(count.data(), count.data() + count.size(), partitions);
+    if (count.empty() || ec != std::errc() || ptr != count.data() + count.size() ||
+        partitions < 1 || partitions > kMaxPartitions) {
+      return fmt::format("partitions must be a number in [1, {}], got \"{}\"", kMaxPartitions,
+                         count);
+    }
+  }
+  out = {std::string(name), partitions};
+  return std::nullopt;
+}
+
+// A one-line error; `command` is the subcommand whose help to point at, if any.
+int usage_error(std::string_view message, const CLI::App* command = nullptr) {
+  const std::string help =
+      command == nullptr ? "sketchd --help" : fmt::format("sketchd {} --help", command->get_name());
+  fmt::print(stderr, "sketchd: {} (see {})\n", message, help);
+  return kUsageError;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app(kDescription, "sketchd");
+  app.set_version_flag("--version",
+                       fmt::format("sketchd {} (revision {})", SKETCHD_VERSION, SKETCHD_REVISION),
+                       "Print the version and exit");
+  app.require_subcommand(0, 1);
+
+  std::string config_path;
+  app.add_option("-c,--config", config_path,
+                 "Run the daemon with this configuration (same as: sketchd run --config FILE)")
+      ->type_name("FILE");
+
+  CLI::App* run = app.add_subcommand("run", "Run the daemon (the default with --config)");
+  run->footer(
+      "\nConsumes the pipelines' topics, serves /metrics, /healthz, /readyz and /api/v1/… on\n"
+      "http.listen, and runs until SIGINT or SIGTERM. An invalid configuration is reported\n"
+      "as with check-config, and the daemon does not start (exit status 1).");
+  std::string run_config_path;
+  run->add_option("-c,--config", run_config_path, "The YAML configuration (required)")
+      ->type_name("FILE");
+
+  CLI::App* check =
+      app.add_subcommand("check-config", "Check a configuration file without running it");
+  check->footer(
+      "\nPrints every problem on stderr as FILE:LINE:COL: message and exits 1, or prints\n"
+      "\"FILE: ok (N pipelines)\" and exits 0. Environment variables are substituted as when\n"
+      "running.");
+  std::string check_path;
+  check->add_option("FILE", check_path, "The YAML configuration to check")
+      ->required()
+      ->type_name("");
+
+  CLI::App* mock =
+      app.add_subcommand("mock-kafka", "Serve a local Kafka-protocol cluster, for tests and demos");
+  mock->footer(
+      "\nlibrdkafka's mock cluster on loopback, in memory: each partition keeps at most 5 MiB\n"
+      "and drops the oldest messages beyond that. The first line on stdout is\n"
+      "\"bootstrap: HOST:PORT[,HOST:PORT…]\", the value for kafka.brokers. Serves until\n"
+      "SIGINT or SIGTERM.");
+  sketchd::mock_kafka_options mock_options;
+  mock->add_option("--brokers", mock_options.brokers, "Number of brokers, 1 to 8")
+      ->type_name("N")
+      ->check(CLI::Range(1, 8).description(""))
+      ->capture_default_str();
+  std::vector<std::string> topic_arguments;
+  mock->add_option("--topic", topic_arguments,
+                   fmt::format("Create this topic at start, with PARTITIONS partitions (default "
+                               "{}, at most {}); repeat for more topics",
+                               sketchd::embedded_kafka_config{}.partitions, kMaxPartitions))
+      ->type_name("NAME[:PARTITIONS]")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            std::pair<std::string, int> topic;
+            return parse_topic_argument(text, topic).value_or(std::string());
+          },
+          ""));
+
+  app.footer(kExamples);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    const CLI::App* command = nullptr;
+    for (const CLI::App* sub : {run, check, mock}) {
+      if (sub->parsed()) command = sub;
+    }
+    return usage_error(
+        command == nullptr ? e.what() : fmt::format("{}: {}", command->get_name(), e.what()),
+        command);
+  }
+
+  if (!config_path.empty() && (check->parsed() || mock->parsed())) {
+    return usage_error("--config belongs to run (check-config takes the file as its argument)");
+  }
+  if (check->parsed()) return sketchd::check_config_command(check_path);
+  if (mock->parsed()) {
+    for (const std::string& text : topic_arguments) {
+      std::pair<std::string, int> topic;
+      if (const auto error = parse_topic_argument(text, topic)) {
+        return usage_error(fmt::format("mock-kafka: --topic: {}", *error), mock);
+      }
+      mock_options.topics.push_back(std::move(topic));
+    }
+    return sketchd::mock_kafka_command(mock_options);
+  }
+  if (run->parsed() || !config_path.empty()) {
+    if (!config_path.empty() && !run_config_path.empty() && config_path != run_config_path) {
+      return usage_error("--config is given twice with different files");
+    }
+    const std::string& path = run_config_path.empty() ? config_path : run_config_path;
+    if (path.empty()) return usage_error("run: --config FILE is required", run);
+    return sketchd::run_command(path);
+  }
+  return usage_error("no command: use run --config FILE, check-config FILE or mock-kafka");
+}

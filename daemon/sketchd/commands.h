@@ -1,0 +1,30 @@
+// The commands of the `sketchd` executable. main() only parses the command line and calls
+// one of these; each returns the process exit status.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sketchd {
+
+// `sketchd check-config FILE`: prints every problem of the configuration as
+// "FILE:LINE:COL: message" on stderr and returns 1, or prints "FILE: ok (N pipelines)"
+// on stdout and returns 0.
+[[nodiscard]] int check_config_command(const std::string& path);
+
+// `sketchd [run] --config FILE`: runs the daemon until SIGINT or SIGTERM. Returns 0 after
+// a clean shutdown, 1 when the configuration is invalid or the daemon cannot start.
+[[nodiscard]] int run_command(const std::string& config_path);
+
+struct mock_kafka_options {
+  int brokers = 1;
+  std::vector<std::pair<std::string, int>> topics;  // name, partitions
+};
+
+// `sketchd mock-kafka`: serves librdkafka's mock cluster on loopback, prints
+// "bootstrap: HOST:PORT[,HOST:PORT…]" as the first line on stdout, and returns 0 on
+// SIGINT or SIGTERM.
+[[nodiscard]] int mock_kafka_command(const mock_kafka_options& options);
+
+}  // namespace sketchd

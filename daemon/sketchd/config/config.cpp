@@ -1,0 +1,849 @@
+// The configuration loader: walks the YAML tree section by section, converts each value
+// to its type and checks its range, and collects every problem with its position instead
+// of stopping at the first.
+#include "sketchd/config/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+#include <utility>
+
+namespace sketchd {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr std::uint64_t kNoLimit = std::numeric_limits<std::uint64_t>::max();
+constexpr milliseconds kNoDurationLimit = milliseconds::max();
+
+// A value of the document: its node, where its key is (a null value has no useful
+// position of its own), and its key path such as "pipelines[0].dedup.fpr".
+struct field {
+  YAML::Node node;
+  YAML::Mark key_mark;
+  std::string path;
+};
+
+YAML::Mark mark_of(const field& f) {
+  if (f.node.IsNull() || f.node.Mark().is_null()) return f.key_mark;
+  return f.node.Mark();
+}
+
+std::string_view kind_of(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Scalar:
+      return "a scalar";
+    default:
+      return "nothing";
+  }
+}
+
+// "path: " before a message, or nothing at the top level.
+std::string prefix(std::string_view path) {
+  return path.empty() ? std::string() : fmt::format("{}: ", path);
+}
+
+// Optimal string alignment distance (Levenshtein plus adjacent transpositions).
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// The known key closest to `key`, if it is close enough to be a typo.
+std::optional<std::string_view> suggest(std::string_view key,
+                                        const std::vector<std::string_view>& known) {
+  const std::size_t limit = std::clamp<std::size_t>(key.size() / 3, 1, 2);
+  std::optional<std::string_view> best;
+  std::size_t best_distance = limit + 1;
+  for (std::string_view candidate : known) {
+    const std::size_t distance = edit_distance(key, candidate);
+    if (distance < best_distance) {
+      best = candidate;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+struct real_range {
+  double low;
+  bool low_open;
+  double high;  // infinity: no upper bound
+  bool high_open;
+
+  [[nodiscard]] bool contains(double v) const {
+    return (low_open ? v > low : v >= low) && (high_open ? v < high : v <= high);
+  }
+  [[nodiscard]] std::string describe() const {
+    if (high == std::numeric_limits<double>::infinity()) {
+      return fmt::format("must be {} {}", low_open ? "greater than" : "at least", low);
+    }
+    return fmt::format("must be in {}{}, {}{}", low_open ? '(' : '[', low, high,
+                       high_open ? ')' : ']');
+  }
+};
+
+constexpr real_range kOpenUnit{0, true, 1, true};
+
+// Converts values and collects errors. Every converter returns nullopt after reporting.
+// Not thread-safe; one per load.
+class checker {
+ public:
+  checker(std::string file, const getenv_function& getenv)
+      : file_(std::move(file)), getenv_(getenv) {}
+
+  void error(const YAML::Mark& mark, std::string message) {
+    const bool known = !mark.is_null();
+    errors_.push_back(config_error{file_, known ? mark.line + 1 : 0, known ? mark.column + 1 : 0,
+                                   std::move(message)});
+  }
+  void error(const field& f, std::string_view message) {
+    error(mark_of(f), prefix(f.path) + std::string(message));
+  }
+
+  [[nodiscard]] bool ok() const { return errors_.empty(); }
+  [[nodiscard]] std::vector<config_error> take_errors() {
+    std::stable_sort(errors_.begin(), errors_.end(), [](const auto& a, const auto& b) {
+      return std::pair(a.line, a.column) < std::pair(b.line, b.column);
+    });
+    return std::move(errors_);
+  }
+
+  // A scalar, after ${VAR} substitution.
+  std::optional<std::string> text(const field& f, std::string_view what = "a string") {
+    if (!f.node.IsScalar()) {
+      error(f, fmt::format("expected {}, got {}", what, kind_of(f.node)));
+      return std::nullopt;
+    }
+    try {
+      return substitute_variables(f.node.Scalar(), getenv_);
+    } catch (const std::invalid_argument& e) {
+      error(f, e.what());
+      return std::nullopt;
+    }
+  }
+
+  std::optional<std::string> nonempty_text(const field& f) {
+    auto value = text(f);
+    if (value && value->empty()) {
+      error(f, "must not be empty");
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  std::optional<std::uint64_t> count(const field& f, std::uint64_t low, std::uint64_t high) {
+    const auto value = text(f, "a count");
+    if (!value) return std::nullopt;
+    std::uint64_t n = 0;
+    try {
+      n = parse_count(*value);
+    } catch (const std::invalid_argument& e) {
+      error(f, fmt::format("{}, got \"{}\"", e.what(), *value));
+      return std::nullopt;
+    }
+    if (n < low || n > high) {
+      error(f, high == kNoLimit ? fmt::format("must be at least {}, got {}", low, *value)
+                                : fmt::format("must be in [{}, {}], got {}", low, high, *value));
+      return std::nullopt;
+    }
+    return n;
+  }
+
+  std::optional<milliseconds> duration(const field& f, milliseconds low, milliseconds high) {
+    const auto value = text(f, "a duration");
+    if (!value) return std::nullopt;
+    milliseconds d{};
+    try {
+      d = parse_duration(*value);
+    } catch (const std::invalid_argument& e) {
+      error(f, fmt::format("{}, got \"{}\"", e.what(), *value));
+      return std::nullopt;
+    }
+    if (d < low || d > high) {
+      error(f, high == kNoDurationLimit
+                   ? fmt::format("must be at least {}, got {}", format_duration(low), *value)
+                   : fmt::format("must be in [{}, {}], got {}", format_duration(low),
+                                 format_duration(high), *value));
+      return std::nullopt;
+    }
+    return d;
+  }
+
+  std::optional<double> real(const field& f, const real_range& range) {
+    const auto value = text(f, "a number");
+    if (!value) return std::nullopt;
+    double x = 0;
+    try {
+      x = parse_real(*value);
+    } catch (const std::invalid_argument& e) {
+      error(f, fmt::format("{}, got \"{}\"", e.what(), *value));
+      return std::nullopt;
+    }
+    if (!range.contains(x)) {
+      error(f, fmt::format("{}, got {}", range.describe(), *value));
+      return std::nullopt;
+    }
+    return x;
+  }
+
+  std::optional<bool> boolean(const field& f) {
+    const auto value = text(f, "true or false");
+    if (!value) return std::nullopt;
+    std::string lower(*value);
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](char c) {
+      return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+    });
+    if (lower == "true" || lower == "yes" || lower == "on") return true;
+    if (lower == "false" || lower == "no" || lower == "off") return false;
+    error(f, fmt::format("expected true or false, got \"{}\"", *value));
+    return std::nullopt;
+  }
+
+  template <typename Enum>
+  std::optional<Enum> choice(const field& f, const std::vector<Enum>& choices) {
+    const auto value = text(f);
+    if (!value) return std::nullopt;
+    for (Enum c : choices) {
+      if (to_string(c) == *value) return c;
+    }
+    std::string names;
+    for (Enum c : choices) names += fmt::format("{}{}", names.empty() ? "" : ", ", to_string(c));
+    error(f, fmt::format("expected one of {}, got \"{}\"", names, *value));
+    return std::nullopt;
+  }
+
+  // A topic name; with `empty_ok`, an empty value is returned as it is.
+  std::optional<std::string> topic(const field& f, bool empty_ok = false) {
+    auto value = text(f, "a topic name");
+    if (!value || (empty_ok && value->empty()) || is_valid_topic_name(*value)) return value;
+    error(f, fmt::format(
+                 "not a valid Kafka topic name (1 to 249 letters, digits, \".\", \"_\" or \"-\"), "
+                 "got \"{}\"",
+                 *value));
+    return std::nullopt;
+  }
+
+  // The elements of a list, each with its path "path[i]".
+  std::optional<std::vector<field>> list(const field& f) {
+    if (!f.node.IsSequence()) {
+      error(f, fmt::format("expected a list, got {}", kind_of(f.node)));
+      return std::nullopt;
+    }
+    std::vector<field> elements;
+    for (auto it = f.node.begin(); it != f.node.end(); ++it) {
+      const YAML::Node element = *it;
+      elements.push_back(field{element, element.Mark().is_null() ? mark_of(f) : element.Mark(),
+                               fmt::format("{}[{}]", f.path, elements.size())});
+    }
+    return elements;
+  }
+
+ private:
+  std::string file_;
+  const getenv_function& getenv_;
+  std::vector<config_error> errors_;
+};
+
+// A mapping whose keys are checked against the known ones: unknown and duplicate keys
+// are reported at construction. A null node (a section given with no body) is an empty
+// mapping. With `any_key`, every key is accepted (kafka.properties). Not thread-safe; a
+// view of one node during one load.
+class mapping {
+ public:
+  mapping(checker& c, const field& self, std::vector<std::string_view> known, bool any_key = false)
+      : checker_(&c), self_(self), known_(std::move(known)) {
+    if (self.node.IsNull()) {
+      valid_ = true;
+      return;
+    }
+    if (!self.node.IsMap()) {
+      c.error(self, fmt::format("expected a mapping, got {}", kind_of(self.node)));
+      return;
+    }
+    valid_ = true;
+    for (auto it = self.node.begin(); it != self.node.end(); ++it) {
+      const YAML::Node key_node = it->first;
+      const YAML::Node value_node = it->second;
+      if (!key_node.IsScalar()) {
+        c.error(key_node.Mark(), prefix(self.path) + "keys must be strings");
+        continue;
+      }
+      const std::string& key = key_node.Scalar();
+      const std::string where = self.path.empty() ? "at the top level" : "in " + self.path;
+      if (!any_key && std::find(known_.begin(), known_.end(), key) == known_.end()) {
+        if (const auto close = suggest(key, known_)) {
+          c.error(key_node.Mark(),
+                  fmt::format("unknown key \"{}\" {} (did you mean \"{}\"?)", key, where, *close));
+        } else {
+          c.error(key_node.Mark(), fmt::format("unknown key \"{}\" {} (known keys: {})", key, where,
+                                               fmt::join(known_, ", ")));
+        }
+        continue;
+      }
+      if (const auto* first = find(key)) {
+        c.error(key_node.Mark(), fmt::format("duplicate key \"{}\" {} (first at line {})", key,
+                                             where, first->key_mark.line + 1));
+        continue;
+      }
+      entries_.emplace_back(key, field{value_node, key_node.Mark(), child_path(key, any_key)});
+    }
+  }
+
+  [[nodiscard]] bool valid() const { return valid_; }
+  [[nodiscard]] const std::string& path() const { return self_.path; }
+  [[nodiscard]] YAML::Mark mark() const { return mark_of(self_); }
+  [[nodiscard]] const std::vector<std::pair<std::string, field>>& entries() const {
+    return entries_;
+  }
+
+  // The key's field if the key is present, even with a null value.
+  [[nodiscard]] const field* find(std::string_view key) const {
+    const auto it = std::find_if(entries_.begin(), entries_.end(),
+                                 [&](const auto& e) { return e.first == key; });
+    return it == entries_.end() ? nullptr : &it->second;
+  }
+
+  // The key's field if it has a value; a null value counts as absent.
+  [[nodiscard]] std::optional<field> get(std::string_view key) const {
+    const field* f = find(key);
+    if (f == nullptr || f->node.IsNull()) return std::nullopt;
+    return *f;
+  }
+
+  // Like get(), but a missing key or value is an error.
+  [[nodiscard]] std::optional<field> require(std::string_view key) const {
+    if (!valid_) return std::nullopt;
+    const field* f = find(key);
+    if (f == nullptr) {
+      checker_->error(mark(),
+                      fmt::format("{}missing required key \"{}\"", prefix(self_.path), key));
+      return std::nullopt;
+    }
+    if (f->node.IsNull()) {
+      checker_->error(*f, "needs a value");
+      return std::nullopt;
+    }
+    return *f;
+  }
+
+  // Reads an optional key with `convert` (a checker member bound to its limits) into
+  // `out`; false if the value was present and wrong.
+  template <typename T, typename Convert>
+  bool read(std::string_view key, T& out, Convert convert) const {
+    const auto f = get(key);
+    if (!f) return true;
+    const auto value = convert(*f);
+    if (!value) return false;
+    out = static_cast<T>(*value);
+    return true;
+  }
+
+  // Like read(), but the key is required.
+  template <typename T, typename Convert>
+  bool read_required(std::string_view key, T& out, Convert convert) const {
+    const auto f = require(key);
+    if (!f) return false;
+    const auto value = convert(*f);
+    if (!value) return false;
+    out = static_cast<T>(*value);
+    return true;
+  }
+
+ private:
+  [[nodiscard]] std::string child_path(std::string_view key, bool any_key) const {
+    if (any_key) return fmt::format("{}[\"{}\"]", self_.path, key);
+    return self_.path.empty() ? std::string(key) : fmt::format("{}.{}", self_.path, key);
+  }
+
+  checker* checker_;
+  field self_;
+  std::vector<std::string_view> known_;
+  bool valid_ = false;
+  std::vector<std::pair<std::string, field>> entries_;
+};
+
+// Adapters that bind a checker and limits into a one-argument converter for read().
+auto counts(checker& c, std::uint64_t low, std::uint64_t high = kNoLimit) {
+  return [&c, low, high](const field& f) { return c.count(f, low, high); };
+}
+auto durations(checker& c, milliseconds low, milliseconds high = kNoDurationLimit) {
+  return [&c, low, high](const field& f) { return c.duration(f, low, high); };
+}
+auto reals(checker& c, real_range range) {
+  return [&c, range](const field& f) { return c.real(f, range); };
+}
+auto booleans(checker& c) {
+  return [&c](const field& f) { return c.boolean(f); };
+}
+auto topics(checker& c) {
+  return [&c](const field& f) { return c.topic(f); };
+}
+template <typename Enum>
+auto choices(checker& c, std::initializer_list<Enum> values) {
+  return [&c, list = std::vector<Enum>(values)](const field& f) { return c.choice(f, list); };
+}
+
+// An optional string: empty (after substitution) is the same as absent.
+void read_optional_text(checker& c, const mapping& m, std::string_view key,
+                        std::optional<std::string>& out) {
+  if (const auto f = m.get(key)) {
+    if (auto value = c.text(*f); value && !value->empty()) out = std::move(value);
+  }
+}
+
+// An optional topic name: empty (after substitution) is the same as absent.
+void read_optional_topic(checker& c, const mapping& m, std::string_view key,
+                         std::optional<std::string>& out) {
+  if (const auto f = m.get(key)) {
+    if (auto value = c.topic(*f, /*empty_ok=*/true); value && !value->empty()) {
+      out = std::move(value);
+    }
+  }
+}
+
+bool is_pipeline_name(std::string_view name) {
+  return !name.empty() && name.size() <= 128 && std::all_of(name.begin(), name.end(), [](char ch) {
+    return ch == '_' || ch == '.' || ch == '-' || (ch >= '0' && ch <= '9') ||
+           (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z');
+  });
+}
+
+// RFC 6901: "" or "/" followed by reference tokens where "~" is escaped as "~0" or "~1".
+bool is_json_pointer(std::string_view p) {
+  if (p.empty()) return true;
+  if (p.front() != '/') return false;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    if (p[i] == '~' && (i + 1 == p.size() || (p[i + 1] != '0' && p[i + 1] != '1'))) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------
+// Sections.
+
+kafka_config read_kafka(checker& c, const field& f) {
+  kafka_config k;
+  const mapping m(c, f,
+                  {"brokers", "embedded", "group_id", "properties", "batch_size", "poll_timeout"});
+  if (!m.valid()) return k;
+
+  const auto brokers = m.get("brokers");
+  bool brokers_ok = true;
+  if (brokers) {
+    auto value = c.text(*brokers);
+    brokers_ok = value.has_value();
+    if (value) k.brokers = std::move(*value);
+  }
+  if (const field* e = m.find("embedded")) {
+    const mapping em(c, *e, {"brokers", "partitions"});
+    embedded_kafka_config embedded;
+    em.read("brokers", embedded.brokers, counts(c, 1, 8));
+    em.read("partitions", embedded.partitions, counts(c, 1, 1000));
+    if (em.valid()) k.embedded = embedded;
+    if (!k.brokers.empty()) {
+      c.error(e->key_mark, "kafka: give either brokers or embedded, not both");
+    }
+  } else if (!brokers) {
+    c.error(m.mark(),
+            "kafka: missing required key \"brokers\" (or \"embedded\" for an in-process cluster)");
+  } else if (brokers_ok && k.brokers.empty()) {
+    c.error(*brokers, "must not be empty (or give embedded for an in-process cluster)");
+  }
+
+  if (const auto g = m.get("group_id")) {
+    if (auto value = c.nonempty_text(*g)) k.group_id = std::move(*value);
+  }
+  if (const field* p = m.find("properties")) {
+    const mapping pm(c, *p, {}, /*any_key=*/true);
+    for (const auto& [key, value_field] : pm.entries()) {
+      std::string_view instead;
+      if (key == "bootstrap.servers") instead = "set kafka.brokers instead";
+      if (key == "group.id") instead = "set kafka.group_id instead";
+      if (key == "enable.auto.offset.store") {
+        instead = "sketchd stores offsets itself, once a message's outputs are delivered";
+      }
+      if (!instead.empty()) {
+        c.error(value_field.key_mark, fmt::format("{}: {}", value_field.path, instead));
+        continue;
+      }
+      if (value_field.node.IsNull()) {
+        c.error(value_field, "needs a value");
+        continue;
+      }
+      if (auto value = c.text(value_field)) k.properties.emplace(key, std::move(*value));
+    }
+  }
+  m.read("batch_size", k.batch_size, counts(c, 1, 100000));
+  m.read("poll_timeout", k.poll_timeout, durations(c, milliseconds(1), std::chrono::minutes(1)));
+  return k;
+}
+
+http_config read_http(checker& c, const field& f) {
+  http_config h;
+  const mapping m(c, f, {"listen"});
+  const auto listen = m.get("listen");
+  if (!listen) return h;
+  const auto value = c.text(*listen);
+  if (!value) return h;
+  const auto bad = [&](std::string_view why) {
+    c.error(*listen, fmt::format("{}, got \"{}\"", why, *value));
+    return h;
+  };
+  const std::size_t colon = value->rfind(':');
+  if (colon == std::string::npos) {
+    return bad("expected HOST:PORT such as 127.0.0.1:9464, 0.0.0.0:9464 or [::1]:9464");
+  }
+  std::string host = value->substr(0, colon);
+  const std::string port = value->substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find_first_of(":[]") != std::string::npos) {
+    return bad("an IPv6 address needs brackets, as in [::1]:9464");
+  }
+  if (host.empty()) return bad("needs a host (0.0.0.0 listens on every interface)");
+  if (port.empty() || port.size() > 5 ||
+      !std::all_of(port.begin(), port.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) ||
+      std::stoul(port) > 65535) {
+    return bad("the port must be a number in [0, 65535] (0: any free port)");
+  }
+  h.listen = *value;
+  h.host = std::move(host);
+  h.port = static_cast<std::uint16_t>(std::stoul(port));
+  return h;
+}
+
+state_config read_state(checker& c, const field& f) {
+  state_config s;
+  const mapping m(c, f, {"dir", "snapshot_interval", "discard_incompatible_snapshot"});
+  read_optional_text(c, m, "dir", s.dir);
+  m.read("snapshot_interval", s.snapshot_interval, durations(c, milliseconds(1)));
+  m.read("discard_incompatible_snapshot", s.discard_incompatible_snapshot, booleans(c));
+  return s;
+}
+
+item_config read_item(checker& c, const field& f) {
+  item_config item;
+  const mapping m(c, f, {"from", "path", "name"});
+  if (!m.read_required("from", item.from,
+                       choices(c, {item_source::key, item_source::value, item_source::json,
+                                   item_source::header}))) {
+    return item;
+  }
+  const auto only_with = [&](std::string_view key, item_source source) {
+    if (const field* k = m.find(key); k != nullptr && item.from != source) {
+      c.error(k->key_mark, fmt::format("{}: only used with from: {}", k->path, to_string(source)));
+    }
+  };
+  only_with("path", item_source::json);
+  only_with("name", item_source::header);
+  if (item.from == item_source::json) {
+    if (const auto p = m.require("path")) {
+      if (auto value = c.text(*p)) {
+        if (is_json_pointer(*value)) {
+          item.path = std::move(*value);
+        } else {
+          c.error(*p, fmt::format("expected a JSON pointer such as /user/id (RFC 6901), got \"{}\"",
+                                  *value));
+        }
+      }
+    }
+  }
+  if (item.from == item_source::header) {
+    if (const auto n = m.require("name")) {
+      if (auto value = c.nonempty_text(*n)) item.header = std::move(*value);
+    }
+  }
+  return item;
+}
+
+heavy_hitters_config read_heavy_hitters(checker& c, const field& f,
+                                        const std::vector<std::string>& inputs) {
+  heavy_hitters_config hh;
+  const mapping m(c, f,
+                  {"window", "buckets", "epsilon", "delta", "top_k", "threshold", "conservative",
+                   "alerts_topic"});
+  const bool window_ok = m.read("window", hh.window, durations(c, milliseconds(1)));
+  const bool buckets_ok = m.read("buckets", hh.buckets, counts(c, 1, 1000));
+  const bool epsilon_ok = m.read("epsilon", hh.epsilon, reals(c, kOpenUnit));
+  m.read("delta", hh.delta, reals(c, kOpenUnit));
+  m.read("top_k", hh.top_k, counts(c, 1, 1000));
+  const bool threshold_ok = m.read("threshold", hh.threshold, reals(c, {0, true, 1, false}));
+  m.read("conservative", hh.conservative, booleans(c));
+  read_optional_topic(c, m, "alerts_topic", hh.alerts_topic);
+
+  if (window_ok && buckets_ok && hh.window.count() < static_cast<std::int64_t>(hh.buckets)) {
+    const auto w = m.get("window");
+    c.error(w ? mark_of(*w) : m.mark(),
+            fmt::format("{}.window: must be at least 1ms per bucket ({} buckets), got {}", m.path(),
+                        hh.buckets, format_duration(hh.window)));
+  }
+  if (epsilon_ok && threshold_ok && hh.threshold <= hh.epsilon) {
+    const auto t = m.get("threshold");
+    c.error(t ? mark_of(*t) : m.mark(),
+            fmt::format("{}.threshold: must be greater than epsilon ({}), since an estimate may "
+                        "exceed the true count by epsilon times the window's items, got {}",
+                        m.path(), hh.epsilon, hh.threshold));
+  }
+  if (hh.alerts_topic &&
+      std::find(inputs.begin(), inputs.end(), *hh.alerts_topic) != inputs.end()) {
+    c.error(*m.get("alerts_topic"),
+            "must not be one of the pipeline's topics (the pipeline would read its own alerts)");
+  }
+  return hh;
+}
+
+dedup_config read_dedup(checker& c, const field& f, const std::vector<std::string>& inputs) {
+  dedup_config d;
+  const mapping m(c, f,
+                  {"window", "capacity", "fpr", "generations", "output_topic", "duplicates_topic"});
+  const bool window_ok = m.read("window", d.window, durations(c, milliseconds(1)));
+  m.read_required("capacity", d.capacity, counts(c, 1));
+  m.read("fpr", d.fpr, reals(c, {0, true, 0.5, true}));
+  const bool generations_ok = m.read("generations", d.generations, counts(c, 2, 64));
+  read_optional_topic(c, m, "output_topic", d.output_topic);
+  read_optional_topic(c, m, "duplicates_topic", d.duplicates_topic);
+
+  if (window_ok && generations_ok && d.window.count() < static_cast<std::int64_t>(d.generations)) {
+    const auto w = m.get("window");
+    c.error(w ? mark_of(*w) : m.mark(),
+            fmt::format("{}.window: must be at least 1ms per generation ({} generations), got {}",
+                        m.path(), d.generations, format_duration(d.window)));
+  }
+  const auto check_not_input = [&](std::string_view key, const std::optional<std::string>& topic) {
+    if (topic && std::find(inputs.begin(), inputs.end(), *topic) != inputs.end()) {
+      c.error(*m.get(key),
+              "must not be one of the pipeline's topics (the pipeline would read its own output)");
+    }
+  };
+  check_not_input("output_topic", d.output_topic);
+  check_not_input("duplicates_topic", d.duplicates_topic);
+  if (d.output_topic && d.duplicates_topic && *d.output_topic == *d.duplicates_topic) {
+    c.error(*m.get("duplicates_topic"), "must differ from output_topic");
+  }
+  return d;
+}
+
+pipeline_config read_pipeline(checker& c, const field& f,
+                              std::map<std::string, int, std::less<>>& names) {
+  pipeline_config p;
+  const mapping m(c, f,
+                  {"name", "topics", "item", "clock", "max_item_bytes", "heavy_hitters", "dedup"});
+  if (!m.valid()) return p;
+
+  if (const auto n = m.require("name")) {
+    if (auto value = c.text(*n)) {
+      if (!is_pipeline_name(*value)) {
+        c.error(*n,
+                fmt::format("must be 1 to 128 letters, digits, \"_\", \".\" or \"-\", got \"{}\"",
+                            *value));
+      } else if (const auto it = names.find(*value); it != names.end()) {
+        c.error(*n, fmt::format("duplicate pipeline name \"{}\" (first at line {})", *value,
+                                it->second));
+      } else {
+        names.emplace(*value, mark_of(*n).line + 1);
+        p.name = std::move(*value);
+      }
+    }
+  }
+  if (const auto t = m.require("topics")) {
+    if (const auto elements = c.list(*t)) {
+      if (elements->empty()) c.error(*t, "needs at least one topic");
+      for (const field& e : *elements) {
+        auto topic = c.topic(e);
+        if (!topic) continue;
+        if (std::find(p.topics.begin(), p.topics.end(), *topic) != p.topics.end()) {
+          c.error(e, fmt::format("topic \"{}\" is listed twice", *topic));
+          continue;
+        }
+        p.topics.push_back(std::move(*topic));
+      }
+    }
+  }
+  if (const auto i = m.require("item")) p.item = read_item(c, *i);
+  m.read("clock", p.clock, choices(c, {clock_kind::event, clock_kind::wall}));
+  m.read("max_item_bytes", p.max_item_bytes, counts(c, 1, 1 << 20));
+  if (const field* hh = m.find("heavy_hitters"))
+    p.heavy_hitters = read_heavy_hitters(c, *hh, p.topics);
+  if (const field* d = m.find("dedup")) p.dedup = read_dedup(c, *d, p.topics);
+  if (!m.find("heavy_hitters") && !m.find("dedup")) {
+    c.error(m.mark(), fmt::format("{}: needs heavy_hitters, dedup or both", m.path()));
+  }
+  return p;
+}
+
+generator_config read_generator(checker& c, const field& f) {
+  generator_config g;
+  const mapping m(c, f, {"topic", "rate", "distinct", "zipf", "key", "format"});
+  if (!m.valid()) return g;
+  m.read_required("topic", g.topic, topics(c));
+  m.read("rate", g.rate, counts(c, 1));
+  m.read("distinct", g.distinct, counts(c, 1));
+  m.read("zipf", g.zipf, reals(c, {0, true, std::numeric_limits<double>::infinity(), false}));
+  m.read("key", g.key, booleans(c));
+  m.read("format", g.format, choices(c, {generator_format::json, generator_format::text}));
+  return g;
+}
+
+log_config read_log(checker& c, const field& f) {
+  log_config l;
+  const mapping m(c, f, {"level", "format", "summary_interval"});
+  m.read("level", l.level,
+         choices(c, {log_level::trace, log_level::debug, log_level::info, log_level::warn,
+                     log_level::error, log_level::critical, log_level::off}));
+  m.read("format", l.format, choices(c, {log_format::text, log_format::json}));
+  m.read("summary_interval", l.summary_interval, durations(c, milliseconds(0)));
+  return l;
+}
+
+config read_config(checker& c, const YAML::Node& root) {
+  config cfg;
+  const field self{root, YAML::Mark(), ""};
+  if (!root.IsMap()) {
+    c.error(self, fmt::format("expected a mapping of sections (kafka, pipelines, …), got {}",
+                              kind_of(root)));
+    return cfg;
+  }
+  const mapping m(c, self, {"kafka", "http", "state", "pipelines", "generator", "log"});
+  if (const field* k = m.find("kafka")) {
+    cfg.kafka = read_kafka(c, *k);
+  } else {
+    c.error(m.mark(), "missing required key \"kafka\"");
+  }
+  if (const field* h = m.find("http")) cfg.http = read_http(c, *h);
+  if (const field* s = m.find("state")) cfg.state = read_state(c, *s);
+  if (const auto p = m.require("pipelines")) {
+    if (const auto elements = c.list(*p)) {
+      if (elements->empty()) c.error(*p, "needs at least one pipeline");
+      std::map<std::string, int, std::less<>> names;
+      for (const field& e : *elements) cfg.pipelines.push_back(read_pipeline(c, e, names));
+    }
+  }
+  if (const field* g = m.find("generator")) cfg.generator = read_generator(c, *g);
+  if (const field* l = m.find("log")) cfg.log = read_log(c, *l);
+  return cfg;
+}
+
+}  // namespace
+
+std::string_view to_string(item_source v) noexcept {
+  switch (v) {
+    case item_source::key:
+      return "key";
+    case item_source::value:
+      return "value";
+    case item_source::json:
+      return "json";
+    case item_source::header:
+      return "header";
+  }
+  return "?";
+}
+
+std::string_view to_string(clock_kind v) noexcept {
+  return v == clock_kind::event ? "event" : "wall";
+}
+
+std::string_view to_string(generator_format v) noexcept {
+  return v == generator_format::json ? "json" : "text";
+}
+
+std::string_view to_string(log_level v) noexcept {
+  switch (v) {
+    case log_level::trace:
+      return "trace";
+    case log_level::debug:
+      return "debug";
+    case log_level::info:
+      return "info";
+    case log_level::warn:
+      return "warn";
+    case log_level::error:
+      return "error";
+    case log_level::critical:
+      return "critical";
+    case log_level::off:
+      return "off";
+  }
+  return "?";
+}
+
+std::string_view to_string(log_format v) noexcept {
+  return v == log_format::text ? "text" : "json";
+}
+
+std::string config_error::to_string() const {
+  if (line <= 0) return fmt::format("{}: {}", file, message);
+  return fmt::format("{}:{}:{}: {}", file, line, column, message);
+}
+
+load_result load_config_string(std::string_view yaml, const std::string& file_name,
+                               const getenv_function& getenv) {
+  load_result result;
+  checker c(file_name, getenv);
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    c.error(e.mark, fmt::format("invalid YAML: {}", e.msg));
+    result.errors = c.take_errors();
+    return result;
+  }
+  if (documents.empty() || documents.front().IsNull()) {
+    c.error(YAML::Mark(), "the configuration is empty: it needs at least kafka and pipelines");
+  } else {
+    if (documents.size() > 1) {
+      c.error(documents[1].Mark(), "only one YAML document is allowed (remove the \"---\")");
+    }
+    config cfg = read_config(c, documents.front());
+    if (c.ok()) result.value = std::move(cfg);
+  }
+  result.errors = c.take_errors();
+  return result;
+}
+
+load_result load_config_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return load_result{std::nullopt, {config_error{path, 0, 0, "is a directory, not a file"}}};
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const std::string reason = std::error_code(errno, std::generic_category()).message();
+    return load_result{std::nullopt,
+                       {config_error{path, 0, 0, fmt::format("cannot read the file: {}", reason)}}};
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    return load_result{std::nullopt, {config_error{path, 0, 0, "cannot read the file"}}};
+  }
+  return load_config_string(text.str(), path, process_getenv);
+}
+
+}  // namespace sketchd

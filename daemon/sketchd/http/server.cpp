@@ -1,0 +1,141 @@
+#include "sketchd/http/server.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <stdexcept>
+
+#include "sketchd/util/json.h"
+
+namespace sketchd {
+
+void readiness::set(bool ready, std::string reason) {
+  std::lock_guard lock(mutex_);
+  ready_ = ready;
+  reason_ = std::move(reason);
+}
+
+bool readiness::ready() const {
+  std::lock_guard lock(mutex_);
+  return ready_;
+}
+
+std::string readiness::reason() const {
+  std::lock_guard lock(mutex_);
+  return reason_;
+}
+
+namespace {
+
+constexpr const char* kJson = "application/json";
+
+void json_error(httplib::Response& res, int status, std::string_view message) {
+  res.status = status;
+  res.set_content("{\"error\":" + json::quote(message) + "}\n", kJson);
+}
+
+}  // namespace
+
+http_server::http_server(const http_config& config, const metrics::registry& registry,
+                         std::vector<const pipeline*> pipelines, const readiness& ready)
+    : config_(config),
+      registry_(registry),
+      pipelines_(std::move(pipelines)),
+      ready_(ready),
+      server_(std::make_unique<httplib::Server>()) {
+  routes();
+}
+
+http_server::~http_server() { stop(); }
+
+void http_server::routes() {
+  auto& s = *server_;
+  s.set_read_timeout(std::chrono::seconds(5));
+  s.set_write_timeout(std::chrono::seconds(5));
+  // Every worker of httplib's pool may take a pipeline lock for one batch at most.
+  s.new_task_queue = [] { return new httplib::ThreadPool(4); };  // owned by httplib
+
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(registry_.scrape(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"status\":\"ok\"}\n", kJson);
+  });
+  s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+    if (ready_.ready()) {
+      res.set_content("{\"status\":\"ready\"}\n", kJson);
+    } else {
+      res.status = 503;
+      res.set_content("{\"status\":\"not ready\",\"reason\":" + json::quote(ready_.reason()) + "}\n", kJson);
+    }
+  });
+  s.Get("/api/v1/pipelines", [this](const httplib::Request&, httplib::Response& res) {
+    std::string body = "{\"pipelines\":[";
+    for (std::size_t i = 0; i < pipelines_.size(); ++i) {
+      if (i) body += ',';
+      body += pipelines_[i]->describe_json();
+    }
+    body += "]}\n";
+    res.set_content(body, kJson);
+  });
+
+  const auto find = [this](const std::string& name) -> const pipeline* {
+    for (const auto* p : pipelines_) {
+      if (p->name() == name) return p;
+    }
+    return nullptr;
+  };
+  s.Get(R"(/api/v1/pipelines/([^/]+))", [find](const httplib::Request& req, httplib::Response& res) {
+    const pipeline* p = find(req.matches[1]);
+    if (!p) return json_error(res, 404, fmt::format("no pipeline named \"{}\"", std::string(req.matches[1])));
+    res.set_content(p->describe_json() + "\n", kJson);
+  });
+  s.Get(R"(/api/v1/pipelines/([^/]+)/topk)", [find](const httplib::Request& req, httplib::Response& res) {
+    const pipeline* p = find(req.matches[1]);
+    if (!p) return json_error(res, 404, fmt::format("no pipeline named \"{}\"", std::string(req.matches[1])));
+    res.set_content(p->topk_json() + "\n", kJson);
+  });
+  s.Get(R"(/api/v1/pipelines/([^/]+)/(estimate|seen))",
+        [find](const httplib::Request& req, httplib::Response& res) {
+          const pipeline* p = find(req.matches[1]);
+          if (!p) {
+            return json_error(res, 404, fmt::format("no pipeline named \"{}\"", std::string(req.matches[1])));
+          }
+          if (!req.has_param("item")) return json_error(res, 400, "the query parameter \"item\" is required");
+          const std::string item = req.get_param_value("item");
+          const bool estimate = req.matches[2] == "estimate";
+          const auto body = estimate ? p->estimate_json(item) : p->seen_json(item);
+          if (!body) {
+            return json_error(res, 404,
+                              fmt::format("pipeline \"{}\" has no {} section", p->name(),
+                                          estimate ? "heavy_hitters" : "dedup"));
+          }
+          res.set_content(*body + "\n", kJson);
+        });
+  s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.body.empty()) {
+      res.set_content(fmt::format("{{\"error\":\"HTTP {}\"}}\n", res.status), kJson);
+    }
+  });
+}
+
+int http_server::start() {
+  int port = config_.port;
+  if (port == 0) {
+    port = server_->bind_to_any_port(config_.host);
+    if (port < 0) throw std::runtime_error(fmt::format("http: cannot listen on {}:0", config_.host));
+  } else if (!server_->bind_to_port(config_.host, port)) {
+    throw std::runtime_error(fmt::format("http: cannot listen on {} (address in use or not available)",
+                                         config_.listen));
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return port;
+}
+
+void http_server::stop() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace sketchd

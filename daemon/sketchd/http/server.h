@@ -1,0 +1,60 @@
+// The one HTTP listener of the daemon: /metrics, /healthz, /readyz and the read-only JSON
+// API under /api/v1 (DESIGN.md, "HTTP API").
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sketchd/config/config.h"
+#include "sketchd/metrics/metrics.h"
+#include "sketchd/pipeline/pipeline.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace sketchd {
+
+// Whether the daemon is ready, and why not. Thread-safe.
+class readiness {
+ public:
+  void set(bool ready, std::string reason = {});
+  [[nodiscard]] bool ready() const;
+  [[nodiscard]] std::string reason() const;
+
+ private:
+  mutable std::mutex mutex_;
+  bool ready_ = false;
+  std::string reason_ = "starting";
+};
+
+// Serves on its own thread from start() to stop(). Handlers only read: the metrics
+// registry and the pipelines (under each pipeline's lock). Thread-safe.
+class http_server {
+ public:
+  http_server(const http_config& config, const metrics::registry& registry,
+              std::vector<const pipeline*> pipelines, const readiness& ready);
+  ~http_server();
+  http_server(const http_server&) = delete;
+  http_server& operator=(const http_server&) = delete;
+
+  // Binds the listener (throws std::runtime_error naming the address when it cannot) and
+  // starts serving. Returns the bound port (useful with port 0).
+  int start();
+  void stop();
+
+ private:
+  void routes();
+
+  http_config config_;
+  const metrics::registry& registry_;
+  std::vector<const pipeline*> pipelines_;
+  const readiness& ready_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+};
+
+}  // namespace sketchd

@@ -1,0 +1,113 @@
+#include "sketchd/kafka/client.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <utility>
+
+namespace sketchd::kafka {
+namespace {
+
+// librdkafka logs with syslog levels (0 emergency … 7 debug).
+spdlog::level::level_enum to_spdlog_level(int syslog_level) noexcept {
+  if (syslog_level <= 2) return spdlog::level::critical;
+  if (syslog_level == 3) return spdlog::level::err;
+  if (syslog_level == 4) return spdlog::level::warn;
+  if (syslog_level <= 6) return spdlog::level::info;
+  return spdlog::level::debug;
+}
+
+// Called from librdkafka's threads; must not call librdkafka nor let anything escape.
+void log_line(const rd_kafka_t* /*handle*/, int level, const char* facility, const char* text) {
+  try {
+    if (const auto logger = spdlog::get("kafka")) {
+      logger->log(to_spdlog_level(level), "{}: {}", facility, text);
+    } else {
+      fmt::print(stderr, "%{}|{}| {}\n", level, facility, text);
+    }
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a log line is not worth a crash
+  }
+}
+
+bool is_alnum(char c) noexcept {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+std::string_view trim_right(std::string_view s) noexcept {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' '))
+    s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+client_config::client_config() : conf_(rd_kafka_conf_new()) {
+  rd_kafka_conf_set_log_cb(conf_.get(), &log_line);
+}
+
+client_config::client_config(const property_map& properties) : client_config() {
+  for (const auto& [name, value] : properties) set(name, value);
+}
+
+void client_config::set(std::string_view name, std::string_view value) {
+  const std::string name_z(name);
+  values_.emplace_back(value);
+  std::array<char, 512> errstr{};
+  if (rd_kafka_conf_set(conf_.get(), name_z.c_str(), values_.back().c_str(), errstr.data(),
+                        errstr.size()) != RD_KAFKA_CONF_OK) {
+    throw kafka_error(fmt::format("set Kafka property \"{}\"", name), error_code::invalid_arg, {},
+                      redact(trim_right(errstr.data()), values_));
+  }
+}
+
+handle_ptr client_config::create(rd_kafka_type_t type) && {
+  std::array<char, 512> errstr{};
+  handle_ptr handle(rd_kafka_new(type, conf_.get(), errstr.data(), errstr.size()));
+  if (!handle) {
+    throw kafka_error(type == RD_KAFKA_PRODUCER ? "create Kafka producer" : "create Kafka consumer",
+                      error_code::invalid_arg, {}, redact(trim_right(errstr.data()), values_));
+  }
+  static_cast<void>(conf_.release());  // rd_kafka_new() owns it now
+  return handle;
+}
+
+void throw_if_error(rd_kafka_resp_err_t err, std::string_view operation, error_context context) {
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    throw kafka_error(operation, to_error_code(err), std::move(context));
+}
+
+void throw_if_error(rd_kafka_error_t* error, std::string_view operation, error_context context) {
+  if (error == nullptr) return;
+  const std::unique_ptr<rd_kafka_error_t, decltype(&rd_kafka_error_destroy)> owned(
+      error, &rd_kafka_error_destroy);
+  throw kafka_error(operation, to_error_code(rd_kafka_error_code(error)), std::move(context),
+                    rd_kafka_error_string(error));
+}
+
+std::string redact(std::string_view text, const std::vector<std::string>& secrets) {
+  std::vector<std::string_view> sorted(secrets.begin(), secrets.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](std::string_view a, std::string_view b) { return a.size() > b.size(); });
+  std::string out(text);
+  for (const std::string_view secret : sorted) {
+    if (secret.empty()) continue;
+    for (std::size_t at = out.find(secret); at != std::string::npos; at = out.find(secret, at)) {
+      const bool glued_before = at > 0 && is_alnum(out[at - 1]) && is_alnum(secret.front());
+      const std::size_t end = at + secret.size();
+      const bool glued_after = end < out.size() && is_alnum(out[end]) && is_alnum(secret.back());
+      if (glued_before || glued_after) {
+        ++at;
+        continue;
+      }
+      constexpr std::string_view kRedacted = "<redacted>";
+      out.replace(at, secret.size(), kRedacted);
+      at += kRedacted.size();
+    }
+  }
+  return out;
+}
+
+}  // namespace sketchd::kafka

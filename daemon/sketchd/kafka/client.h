@@ -1,0 +1,105 @@
+// Small RAII helpers around librdkafka for the code inside kafka/: owning pointers for
+// its objects, a configuration built from the user's properties, and the conversion of
+// librdkafka's error codes into `kafka_error` (sketchd/kafka/error.h).
+//
+// Only kafka/ includes this header; the rest of the daemon sees `kafka_error`.
+//
+// Property values may be secrets (sasl.password, ssl.key.password…): nothing here puts a
+// value into an exception message or a log line. librdkafka's own error strings sometimes
+// quote the value; such strings are cleaned before they are used.
+//
+// librdkafka's log lines go to the spdlog logger named "kafka" when one is registered,
+// and to stderr otherwise.
+#pragma once
+
+#include "sketchd/kafka/error.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sketchd::kafka {
+
+struct conf_deleter {
+  void operator()(rd_kafka_conf_t* conf) const noexcept { rd_kafka_conf_destroy(conf); }
+};
+// Destroying a consumer handle without rd_kafka_consumer_close() first leaves the group
+// only when the session times out: close consumers before they are destroyed.
+struct handle_deleter {
+  void operator()(rd_kafka_t* handle) const noexcept { rd_kafka_destroy(handle); }
+};
+struct topic_partition_list_deleter {
+  void operator()(rd_kafka_topic_partition_list_t* list) const noexcept {
+    rd_kafka_topic_partition_list_destroy(list);
+  }
+};
+struct message_deleter {
+  void operator()(rd_kafka_message_t* message) const noexcept { rd_kafka_message_destroy(message); }
+};
+
+using conf_ptr = std::unique_ptr<rd_kafka_conf_t, conf_deleter>;
+using handle_ptr = std::unique_ptr<rd_kafka_t, handle_deleter>;
+using topic_partition_list_ptr =
+    std::unique_ptr<rd_kafka_topic_partition_list_t, topic_partition_list_deleter>;
+using message_ptr = std::unique_ptr<rd_kafka_message_t, message_deleter>;
+
+// librdkafka properties by name, as the configuration passes them.
+using property_map = std::map<std::string, std::string>;
+
+// The configuration of one librdkafka client, and the values that must stay out of its
+// error messages. Not thread-safe; one owner.
+class client_config {
+ public:
+  // librdkafka's defaults, with log lines routed as the file comment says.
+  client_config();
+  // The defaults, then every property of `properties` in order. Throws kafka_error
+  // (code invalid_arg) naming the first property librdkafka rejects, never its value.
+  explicit client_config(const property_map& properties);
+
+  // Sets one property. Throws kafka_error (code invalid_arg) naming the property when
+  // librdkafka does not know it or rejects the value; the value is not in the message.
+  void set(std::string_view name, std::string_view value);
+
+  // The configuration, to install callbacks (rd_kafka_conf_set_dr_msg_cb, …) or an opaque.
+  // Valid until create() is called.
+  [[nodiscard]] rd_kafka_conf_t* get() const noexcept { return conf_.get(); }
+
+  // Creates the client; librdkafka takes the configuration over, so this object is spent.
+  // Throws kafka_error (code invalid_arg) with librdkafka's reason, property values
+  // removed from it.
+  [[nodiscard]] handle_ptr create(rd_kafka_type_t type) &&;
+
+ private:
+  conf_ptr conf_;
+  std::vector<std::string> values_;  // every value set so far: hidden from messages
+};
+
+// The daemon's error code for librdkafka's: the same number.
+[[nodiscard]] constexpr error_code to_error_code(rd_kafka_resp_err_t err) noexcept {
+  return static_cast<error_code>(err);
+}
+[[nodiscard]] constexpr rd_kafka_resp_err_t to_rd_kafka(error_code code) noexcept {
+  return static_cast<rd_kafka_resp_err_t>(code);
+}
+
+// Throws kafka_error(operation, err, context) unless err is RD_KAFKA_RESP_ERR_NO_ERROR.
+void throw_if_error(rd_kafka_resp_err_t err, std::string_view operation,
+                    error_context context = {});
+
+// Throws kafka_error for an rd_kafka_error_t (as transactional and some consumer calls
+// return), taking ownership of it; does nothing when `error` is null.
+void throw_if_error(rd_kafka_error_t* error, std::string_view operation,
+                    error_context context = {});
+
+// `text` with the occurrences of each non-empty string of `secrets` replaced by
+// "<redacted>", longest first so that a value containing another is hidden whole. An
+// occurrence is kept only when it is part of a longer run of letters and digits (librdkafka
+// quotes or spaces the values it echoes, and "1" must not spoil "1000..1000000000").
+// Thread-safe.
+[[nodiscard]] std::string redact(std::string_view text, const std::vector<std::string>& secrets);
+
+}  // namespace sketchd::kafka

@@ -1,0 +1,264 @@
+#include "sketchd/kafka/source.h"
+
+#include <simdjson.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "sketchd/kafka/client.h"
+
+namespace sketchd::kafka {
+
+namespace {
+
+std::shared_ptr<spdlog::logger> log() {
+  auto l = spdlog::get("kafka");
+  return l ? l : spdlog::default_logger();
+}
+
+// At most one line per kind of message error every 10 s, with the count in between.
+class rate_limited {
+ public:
+  template <class... Args>
+  void warn(fmt::format_string<Args...> format, Args&&... args) {
+    const auto now = std::chrono::steady_clock::now();
+    ++suppressed_;
+    if (now - last_ < std::chrono::seconds(10)) return;
+    log()->warn("{} ({} such errors since the last report)", fmt::format(format, std::forward<Args>(args)...),
+                suppressed_);
+    suppressed_ = 0;
+    last_ = now;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_{};
+  std::uint64_t suppressed_ = 0;
+};
+
+bool find_header(const void* context, std::string_view name, std::string_view* out) {
+  auto* m = static_cast<rd_kafka_message_t*>(const_cast<void*>(context));
+  rd_kafka_headers_t* headers = nullptr;
+  if (rd_kafka_message_headers(m, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR || headers == nullptr) return false;
+  // Header names are short: a stack copy gives librdkafka its NUL-terminated name.
+  char key[256];
+  if (name.size() >= sizeof key) return false;
+  std::memcpy(key, name.data(), name.size());
+  key[name.size()] = '\0';
+  const void* value = nullptr;
+  std::size_t size = 0;
+  if (rd_kafka_header_get_last(headers, key, &value, &size) != RD_KAFKA_RESP_ERR_NO_ERROR) return false;
+  *out = value ? std::string_view(static_cast<const char*>(value), size) : std::string_view();
+  return true;
+}
+
+}  // namespace
+
+struct source::callbacks {
+  static void rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* partitions,
+                        void* opaque) {
+    auto* self = static_cast<source*>(opaque);
+    const bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+    const bool assign = err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
+    if (!assign) {
+      // Offsets stored so far are committed before the partitions go to another member.
+      const rd_kafka_resp_err_t c = rd_kafka_commit(rk, nullptr, 0);
+      if (c && c != RD_KAFKA_RESP_ERR__NO_OFFSET) {
+        log()->warn("commit before revocation failed: {}", rd_kafka_err2str(c));
+      }
+    }
+    if (cooperative) {
+      rd_kafka_error_t* e = assign ? rd_kafka_incremental_assign(rk, partitions)
+                                   : rd_kafka_incremental_unassign(rk, partitions);
+      if (e) {
+        log()->error("incremental {} failed: {}", assign ? "assign" : "unassign", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+      }
+    } else {
+      const rd_kafka_resp_err_t e = rd_kafka_assign(rk, assign ? partitions : nullptr);
+      if (e) log()->error("assign failed: {}", rd_kafka_err2str(e));
+    }
+    rd_kafka_topic_partition_list_t* now = nullptr;
+    if (rd_kafka_assignment(rk, &now) == RD_KAFKA_RESP_ERR_NO_ERROR && now) {
+      self->assigned_ = static_cast<std::size_t>(now->cnt);
+      rd_kafka_topic_partition_list_destroy(now);
+    }
+    log()->info("{} {} partition(s) ({} rebalance); {} assigned now", assign ? "assigned" : "revoked",
+                partitions->cnt, cooperative ? "cooperative" : "eager", self->assigned_.load());
+  }
+
+  static void error(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
+    auto* self = static_cast<source*>(opaque);
+    if (err == RD_KAFKA_RESP_ERR__FATAL) {
+      char text[512];
+      const rd_kafka_resp_err_t original = rd_kafka_fatal_error(rk, text, sizeof text);
+      std::lock_guard lock(self->mutex_);
+      self->fatal_ = fmt::format("{} ({})", text, rd_kafka_err2name(original));
+      return;
+    }
+    // Transient: librdkafka reconnects and retries by itself.
+    log()->warn("{}: {}", rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(err)), reason);
+  }
+
+  // Statistics JSON: topics.<name>.partitions.<id>.consumer_lag (-1 when unknown).
+  static int stats(rd_kafka_t*, char* json, std::size_t json_len, void* opaque) {
+    auto* self = static_cast<source*>(opaque);
+    std::vector<partition_lag> lag;
+    simdjson::dom::parser parser;
+    simdjson::dom::element root;
+    if (parser.parse(json, json_len).get(root) != simdjson::SUCCESS) return 0;
+    simdjson::dom::object topics;
+    if (root["topics"].get(topics) != simdjson::SUCCESS) return 0;
+    for (auto [topic, t] : topics) {
+      simdjson::dom::object partitions;
+      if (t["partitions"].get(partitions) != simdjson::SUCCESS) continue;
+      for (auto [id, p] : partitions) {
+        std::int64_t partition = 0;
+        std::int64_t consumer_lag = -1;
+        std::string_view assigned_state;
+        if (p["partition"].get(partition) != simdjson::SUCCESS || partition < 0) continue;
+        if (p["consumer_lag"].get(consumer_lag) != simdjson::SUCCESS || consumer_lag < 0) continue;
+        if (p["fetch_state"].get(assigned_state) == simdjson::SUCCESS && assigned_state == "none") continue;
+        lag.push_back({std::string(topic), static_cast<std::int32_t>(partition), consumer_lag});
+      }
+    }
+    std::lock_guard lock(self->mutex_);
+    self->lag_ = std::move(lag);
+    return 0;  // librdkafka frees the JSON
+  }
+};
+
+source::source(const source_options& options)
+    : options_(options), consumer_(nullptr, [](rd_kafka_s*) {}) {
+  client_config conf;
+  // Our defaults first, so that the user's properties override any of them...
+  conf.set("partition.assignment.strategy", "cooperative-sticky");
+  conf.set("statistics.interval.ms", "5000");
+  conf.set("fetch.wait.max.ms", "100");
+  conf.set("queued.min.messages", "100000");
+  conf.set("auto.offset.reset", "earliest");
+  for (const auto& [k, v] : options_.properties) conf.set(k, v);
+  // ...except what at-least-once delivery depends on.
+  conf.set("bootstrap.servers", options_.bootstrap_servers);
+  conf.set("group.id", options_.group_id);
+  conf.set("enable.auto.offset.store", "false");
+  conf.set("enable.partition.eof", "false");
+  rd_kafka_conf_set_rebalance_cb(conf.get(), &callbacks::rebalance);
+  rd_kafka_conf_set_error_cb(conf.get(), &callbacks::error);
+  rd_kafka_conf_set_stats_cb(conf.get(), &callbacks::stats);
+  rd_kafka_conf_set_opaque(conf.get(), this);
+  handle_ptr handle = std::move(conf).create(RD_KAFKA_CONSUMER);
+  consumer_ = decltype(consumer_)(handle.release(), [](rd_kafka_s* rk) { rd_kafka_destroy(rk); });
+  rd_kafka_poll_set_consumer(consumer_.get());
+
+  topic_partition_list_ptr topics(rd_kafka_topic_partition_list_new(static_cast<int>(options_.topics.size())));
+  for (const auto& t : options_.topics) {
+    rd_kafka_topic_partition_list_add(topics.get(), t.c_str(), RD_KAFKA_PARTITION_UA);
+  }
+  throw_if_error(rd_kafka_subscribe(consumer_.get(), topics.get()), "subscribe");
+  messages_.reserve(options_.batch_size);
+  records_.reserve(options_.batch_size);
+}
+
+source::~source() {
+  try {
+    close();
+  } catch (const std::exception& e) {
+    log()->error("closing the consumer: {}", e.what());
+  }
+}
+
+void source::release_batch() {
+  for (rd_kafka_message_t* m : messages_) rd_kafka_message_destroy(m);
+  messages_.clear();
+  records_.clear();
+}
+
+std::size_t source::topic_index(const rd_kafka_message_t* m) {
+  for (const auto& [rkt, index] : topic_cache_) {
+    if (rkt == m->rkt) return index;
+  }
+  const std::string_view name = rd_kafka_topic_name(m->rkt);
+  std::size_t index = 0;
+  while (index < options_.topics.size() && options_.topics[index] != name) ++index;
+  topic_cache_.emplace_back(m->rkt, index);
+  return index;
+}
+
+std::span<const record> source::poll_batch() {
+  static rate_limited message_errors;
+  release_batch();
+  if (closed_) return {};
+  int timeout = options_.poll_timeout_ms;
+  while (messages_.size() < options_.batch_size) {
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(consumer_.get(), timeout);
+    if (m == nullptr) break;
+    timeout = 0;  // after the first message, only what is already there
+    if (m->err) {
+      if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        ++message_errors_;
+        message_errors.warn("consume error{}: {}",
+                            m->rkt ? fmt::format(" [topic {}, partition {}]", rd_kafka_topic_name(m->rkt), m->partition)
+                                   : std::string(),
+                            rd_kafka_message_errstr(m));
+      }
+      rd_kafka_message_destroy(m);
+      continue;
+    }
+    messages_.push_back(m);
+    record r;
+    r.topic_index = topic_index(m);
+    r.partition = m->partition;
+    r.offset = m->offset;
+    rd_kafka_timestamp_type_t type;
+    r.timestamp_ms = rd_kafka_message_timestamp(m, &type);
+    r.view.has_key = m->key != nullptr;
+    r.view.key = std::string_view(static_cast<const char*>(m->key), m->key ? m->key_len : 0);
+    r.view.value = std::string_view(static_cast<const char*>(m->payload), m->payload ? m->len : 0);
+    r.view.find_header = &find_header;
+    r.view.header_context = m;
+    r.native = m;
+    records_.push_back(r);
+  }
+  return records_;
+}
+
+void source::store_offsets() {
+  if (messages_.empty()) return;
+  // The last message of each partition carries the highest offset of the batch there.
+  std::vector<std::pair<rd_kafka_topic_t*, std::int32_t>> seen;
+  for (auto it = messages_.rbegin(); it != messages_.rend(); ++it) {
+    rd_kafka_message_t* m = *it;
+    bool done = false;
+    for (const auto& s : seen) done = done || (s.first == m->rkt && s.second == m->partition);
+    if (done) continue;
+    seen.emplace_back(m->rkt, m->partition);
+    const rd_kafka_resp_err_t err = rd_kafka_offset_store(m->rkt, m->partition, m->offset + 1);
+    if (err) {
+      log()->debug("offset not stored [topic {}, partition {}, offset {}]: {}", rd_kafka_topic_name(m->rkt),
+                   m->partition, m->offset + 1, rd_kafka_err2str(err));
+    }
+  }
+}
+
+void source::close() {
+  if (closed_ || !consumer_) return;
+  closed_ = true;
+  release_batch();
+  const rd_kafka_resp_err_t err = rd_kafka_commit(consumer_.get(), nullptr, 0);
+  if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET) log()->warn("final commit failed: {}", rd_kafka_err2str(err));
+  const rd_kafka_resp_err_t closed = rd_kafka_consumer_close(consumer_.get());
+  if (closed) log()->warn("closing the consumer: {}", rd_kafka_err2str(closed));
+}
+
+std::vector<partition_lag> source::lag() const {
+  std::lock_guard lock(mutex_);
+  return lag_;
+}
+
+std::optional<std::string> source::fatal_error() const {
+  std::lock_guard lock(mutex_);
+  return fatal_;
+}
+
+}  // namespace sketchd::kafka

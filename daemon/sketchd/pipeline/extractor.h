@@ -1,0 +1,75 @@
+// Extracting one item per message: the `item:` section of a pipeline.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sketchd/config/config.h"
+
+namespace sketchd {
+
+// Why a message yielded no item. A bounded set: each becomes a `reason` label of
+// sketchd_pipeline_extract_failures_total.
+enum class extract_failure : std::uint8_t {
+  none = 0,
+  invalid_json,   // the value is not valid JSON (or not valid UTF-8, which JSON requires)
+  missing_field,  // the JSON pointer, the header or the key is absent (or JSON null)
+  not_scalar,     // the JSON pointer names an object or an array
+  empty_item,     // the item is zero bytes long
+  oversized,      // the item is longer than max_item_bytes
+};
+inline constexpr std::size_t kExtractFailureCount = 6;
+
+[[nodiscard]] std::string_view to_string(extract_failure f) noexcept;
+
+// What an extractor sees of a message. Headers are looked up through a callback so that
+// nothing Kafka-specific leaks here.
+struct message_view {
+  std::string_view key;
+  std::string_view value;
+  bool has_key = false;
+  // Returns true and sets `*out` when the message has a header `name` (the last one wins).
+  bool (*find_header)(const void* context, std::string_view name, std::string_view* out) = nullptr;
+  const void* header_context = nullptr;
+};
+
+struct extract_result {
+  std::string_view item;  // valid until the next call of extract() on the same extractor
+  extract_failure failure = extract_failure::none;
+};
+
+struct extractor_options {
+  item_source from = item_source::value;
+  std::string json_pointer;  // for `json`: "" is the whole document, else "/a/b/0"
+  std::string header_name;   // for `header`
+  std::size_t max_item_bytes = 1024;
+};
+
+// Turns a message into its item. JSON is parsed by simdjson into a reused document, so
+// after the first message of a given size nothing is allocated; the whole document is
+// validated (a message with a trailing syntax error is `invalid_json`, even when the field
+// comes before it). A JSON string item is its unescaped text; a number or boolean is its
+// JSON text ("42", "true"). Not thread-safe; one per pipeline.
+class extractor {
+ public:
+  explicit extractor(extractor_options options);
+  ~extractor();
+  extractor(extractor&&) noexcept;
+  extractor& operator=(extractor&&) noexcept;
+
+  [[nodiscard]] extract_result extract(const message_view& message) noexcept;
+  [[nodiscard]] const extractor_options& options() const noexcept { return options_; }
+
+ private:
+  extract_result finish(std::string_view item) const noexcept;
+  extract_result extract_json(std::string_view value) noexcept;
+
+  struct json_state;
+  extractor_options options_;
+  std::unique_ptr<json_state> json_;
+};
+
+}  // namespace sketchd

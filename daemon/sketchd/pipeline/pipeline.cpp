@@ -1,0 +1,327 @@
+#include "sketchd/pipeline/pipeline.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "sketchd/util/json.h"
+
+namespace sketchd {
+
+namespace {
+
+extractor_options extractor_options_of(const pipeline_config& c) {
+  extractor_options o;
+  o.from = c.item.from;
+  o.json_pointer = c.item.path;
+  o.header_name = c.item.header;
+  o.max_item_bytes = c.max_item_bytes;
+  return o;
+}
+
+}  // namespace
+
+pipeline::pipeline(const pipeline_config& config, std::uint64_t seed)
+    : config_(config), seed_(seed), extractor_(extractor_options_of(config)) {
+  if (const auto& h = config_.heavy_hitters) {
+    sketch::rolling_count_min_options o;
+    o.window_ms = h->window.count();
+    o.buckets = h->buckets;
+    o.epsilon = h->epsilon;
+    o.delta = h->delta;
+    o.top_k = h->top_k;
+    o.threshold = h->threshold;
+    o.conservative = h->conservative;
+    o.seed = seed_;
+    heavy_.emplace(o);
+  }
+  if (const auto& d = config_.dedup) {
+    sketch::rolling_bloom_options o;
+    o.window_ms = d->window.count();
+    o.capacity = d->capacity;
+    o.fpr = d->fpr;
+    o.generations = d->generations;
+    o.seed = seed_;
+    dedup_.emplace(o);
+  }
+}
+
+void pipeline::begin_batch() { batch_lock_.lock(); }
+
+std::int64_t pipeline::clock_of(std::int64_t event_ms, std::int64_t wall_ms) noexcept {
+  std::int64_t t = wall_ms;
+  if (config_.clock == clock_kind::event && event_ms > 0) {
+    t = std::min(event_ms, wall_ms + kMaxClockSkewMs);
+  }
+  if (t >= clock_ms_) {
+    clock_ms_ = t;
+    clock_wall_ms_ = wall_ms;
+  }
+  return t;
+}
+
+verdict pipeline::process(const message_view& message, std::int64_t event_ms,
+                          std::int64_t wall_ms) noexcept {
+  const extract_result r = extractor_.extract(message);
+  if (r.failure != extract_failure::none) {
+    ++local_.failures[static_cast<std::size_t>(r.failure)];
+    return verdict::skipped;
+  }
+  ++local_.items;
+  const std::int64_t now = clock_of(event_ms, wall_ms);
+  const sketch::hash128 h = sketch::hash_item(r.item, seed_);
+  if (heavy_) heavy_->update(h, r.item, now);
+  if (!dedup_) return verdict::counted;
+  if (dedup_->test_and_insert(h, now)) {
+    ++local_.duplicates;
+    return verdict::duplicate;
+  }
+  ++local_.first_seen;
+  return verdict::first_seen;
+}
+
+std::vector<sketch::heavy_event> pipeline::end_batch(std::int64_t wall_ms) {
+  // Slide the windows even when no message came: on the wall clock, or for an idle
+  // event-time stream by the wall time elapsed since its last event.
+  std::int64_t now = wall_ms;
+  if (config_.clock == clock_kind::event && clock_ms_ > 0) {
+    now = clock_ms_ + std::max<std::int64_t>(0, wall_ms - clock_wall_ms_);
+  }
+  std::vector<sketch::heavy_event> events;
+  if (heavy_) {
+    heavy_->advance(now);
+    heavy_->refresh();
+    events = heavy_->drain_events();
+    for (const auto& e : events) {
+      if (e.kind == sketch::heavy_event::kind::enter) {
+        ++local_.heavy_enter;
+      } else {
+        ++local_.heavy_leave;
+      }
+    }
+  }
+  if (dedup_) dedup_->advance(now);
+  published_ = local_;
+  if (batch_lock_.owns_lock()) batch_lock_.unlock();
+  return events;
+}
+
+pipeline_counters pipeline::counters() const {
+  std::lock_guard lock(mutex_);
+  return published_;
+}
+
+pipeline_summary pipeline::summary() const {
+  std::lock_guard lock(mutex_);
+  pipeline_summary s;
+  s.name = config_.name;
+  s.items = published_.items;
+  if (heavy_) {
+    s.has_heavy_hitters = true;
+    s.window_items = heavy_->window_items();
+    s.top = heavy_->top();
+    if (s.top.size() > 3) s.top.resize(3);
+  }
+  if (dedup_) {
+    s.has_dedup = true;
+    s.fill = dedup_->fill_ratio(0);
+    s.estimated_fpr = dedup_->estimated_fpr();
+    s.target_fpr = dedup_->target_fpr();
+  }
+  return s;
+}
+
+void pipeline::collect(std::vector<metrics::metric_family>& out) const {
+  using metrics::metric_family;
+  using metrics::metric_type;
+  std::lock_guard lock(mutex_);
+  const std::vector<metrics::label> p{{"pipeline", config_.name}};
+  const auto one = [&](const char* name, const char* help, metric_type type, double v) {
+    out.push_back(metric_family{name, help, type, {{p, v}}});
+  };
+  one("sketchd_pipeline_items_total", "Items extracted from messages and fed to the pipeline.",
+      metric_type::counter, static_cast<double>(published_.items));
+  metric_family failures{"sketchd_pipeline_extract_failures_total",
+                         "Messages skipped because no item could be extracted, by reason.",
+                         metric_type::counter, {}};
+  for (std::size_t i = 1; i < kExtractFailureCount; ++i) {
+    failures.samples.push_back(
+        {{{"pipeline", config_.name}, {"reason", std::string(to_string(static_cast<extract_failure>(i)))}},
+         static_cast<double>(published_.failures[i])});
+  }
+  out.push_back(std::move(failures));
+
+  if (heavy_) {
+    const auto& h = *config_.heavy_hitters;
+    const double n = static_cast<double>(heavy_->window_items());
+    one("sketchd_cms_window_items", "Items in the current heavy-hitter window (N).", metric_type::gauge, n);
+    one("sketchd_cms_error_bound_items",
+        "Count-Min error bound epsilon*N: estimates exceed true counts by at most this, with probability 1-delta.",
+        metric_type::gauge, heavy_->error_bound());
+    one("sketchd_heavy_hitter_threshold_ratio", "Heavy-hitter threshold phi: share of the window's items.",
+        metric_type::gauge, h.threshold);
+    one("sketchd_cms_size_bytes", "Memory of the rolling Count-Min sketch and its top-k tracker.",
+        metric_type::gauge, static_cast<double>(heavy_->size_bytes()));
+    metric_family counts{"sketchd_heavy_hitter_estimated_count",
+                         "Estimated count in the window of each of the current top-k items.",
+                         metric_type::gauge, {}};
+    metric_family ratios{"sketchd_heavy_hitter_ratio", "Estimated share of the window of each top-k item.",
+                         metric_type::gauge, {}};
+    // Two items may clean to the same label (invalid bytes, truncation): keep the first,
+    // which has the higher estimate, so that no series is duplicated.
+    std::set<std::string, std::less<>> labels;
+    for (const auto& e : heavy_->top()) {
+      std::string label = metrics::clean_label_value(e.item);
+      if (!labels.insert(label).second) continue;
+      counts.samples.push_back({{{"pipeline", config_.name}, {"item", label}}, static_cast<double>(e.estimate)});
+      ratios.samples.push_back({{{"pipeline", config_.name}, {"item", label}},
+                                n > 0 ? static_cast<double>(e.estimate) / n : 0.0});
+    }
+    out.push_back(std::move(counts));
+    out.push_back(std::move(ratios));
+    metric_family events{"sketchd_heavy_hitter_events_total",
+                         "Items entering or leaving the heavy set (estimate >= phi*N).",
+                         metric_type::counter, {}};
+    events.samples.push_back({{{"pipeline", config_.name}, {"event", "enter"}},
+                              static_cast<double>(published_.heavy_enter)});
+    events.samples.push_back({{{"pipeline", config_.name}, {"event", "leave"}},
+                              static_cast<double>(published_.heavy_leave)});
+    out.push_back(std::move(events));
+  }
+
+  if (dedup_) {
+    one("sketchd_dedup_first_seen_total", "Items not seen before in the dedup window.", metric_type::counter,
+        static_cast<double>(published_.first_seen));
+    one("sketchd_dedup_duplicates_total", "Items already seen in the dedup window (or false positives).",
+        metric_type::counter, static_cast<double>(published_.duplicates));
+    one("sketchd_dedup_forwarded_total", "First-seen events delivered to the output topic.",
+        metric_type::counter, static_cast<double>(published_.forwarded));
+    one("sketchd_dedup_forward_failures_total", "First-seen events whose delivery failed for good.",
+        metric_type::counter, static_cast<double>(published_.forward_failures));
+    metric_family fill{"sketchd_bloom_fill_ratio", "Share of bits set in each Bloom generation (0 = newest).",
+                       metric_type::gauge, {}};
+    for (std::size_t g = 0; g < dedup_->generations(); ++g) {
+      fill.samples.push_back({{{"pipeline", config_.name}, {"generation", std::to_string(g)}},
+                              dedup_->fill_ratio(g)});
+    }
+    out.push_back(std::move(fill));
+    one("sketchd_bloom_estimated_false_positive_ratio",
+        "False-positive probability of a new item over all generations, estimated from their fill.",
+        metric_type::gauge, dedup_->estimated_fpr());
+    one("sketchd_bloom_target_false_positive_ratio", "Configured target false-positive rate of the dedup window.",
+        metric_type::gauge, dedup_->target_fpr());
+    one("sketchd_bloom_estimated_items", "Distinct items in the dedup window, estimated from the fill.",
+        metric_type::gauge, dedup_->estimated_items());
+    one("sketchd_bloom_size_bytes", "Memory of the rolling Bloom filter.", metric_type::gauge,
+        static_cast<double>(dedup_->size_bytes()));
+    one("sketchd_bloom_effective_window_seconds",
+        "Time span the dedup generations cover now; below the configured window after bursts.",
+        metric_type::gauge, static_cast<double>(dedup_->effective_window_ms(clock_ms_)) / 1000.0);
+  }
+}
+
+std::string pipeline::describe_json_locked() const {
+  std::string o = "{\"name\":";
+  json::append_string(o, config_.name);
+  o += ",\"topics\":[";
+  for (std::size_t i = 0; i < config_.topics.size(); ++i) {
+    if (i) o += ',';
+    json::append_string(o, config_.topics[i]);
+  }
+  o += "],\"item\":{\"from\":";
+  json::append_string(o, to_string(config_.item.from));
+  if (config_.item.from == item_source::json) {
+    o += ",\"path\":";
+    json::append_string(o, config_.item.path);
+  } else if (config_.item.from == item_source::header) {
+    o += ",\"name\":";
+    json::append_string(o, config_.item.header);
+  }
+  o += "},\"clock\":";
+  json::append_string(o, to_string(config_.clock));
+  o += fmt::format(",\"items_total\":{}", published_.items);
+  if (heavy_) {
+    const auto& h = *config_.heavy_hitters;
+    o += fmt::format(
+        ",\"heavy_hitters\":{{\"window_ms\":{},\"buckets\":{},\"epsilon\":{},\"delta\":{},\"top_k\":{},"
+        "\"threshold\":{},\"window_items\":{},\"error_bound\":",
+        h.window.count(), h.buckets, h.epsilon, h.delta, h.top_k, h.threshold, heavy_->window_items());
+    json::append_number(o, heavy_->error_bound());
+    o += '}';
+  }
+  if (dedup_) {
+    const auto& d = *config_.dedup;
+    o += fmt::format(
+        ",\"dedup\":{{\"window_ms\":{},\"capacity\":{},\"generations\":{},\"first_seen_total\":{},"
+        "\"duplicates_total\":{},\"target_fpr\":",
+        d.window.count(), d.capacity, d.generations, published_.first_seen, published_.duplicates);
+    json::append_number(o, dedup_->target_fpr());
+    o += ",\"estimated_fpr\":";
+    json::append_number(o, dedup_->estimated_fpr());
+    o += ",\"estimated_items\":";
+    json::append_number(o, dedup_->estimated_items());
+    o += fmt::format(",\"guaranteed_horizon_ms\":{}}}", dedup_->guaranteed_horizon_ms());
+  }
+  o += '}';
+  return o;
+}
+
+std::string pipeline::describe_json() const {
+  std::lock_guard lock(mutex_);
+  return describe_json_locked();
+}
+
+std::string pipeline::topk_json() const {
+  std::lock_guard lock(mutex_);
+  std::string o = "{\"pipeline\":";
+  json::append_string(o, config_.name);
+  if (!heavy_) {
+    o += ",\"items\":[]}";
+    return o;
+  }
+  const double n = static_cast<double>(heavy_->window_items());
+  o += fmt::format(",\"window_items\":{},\"threshold\":", heavy_->window_items());
+  json::append_number(o, config_.heavy_hitters->threshold);
+  o += ",\"error_bound\":";
+  json::append_number(o, heavy_->error_bound());
+  o += ",\"items\":[";
+  bool first = true;
+  for (const auto& e : heavy_->top()) {
+    if (!first) o += ',';
+    first = false;
+    o += "{\"item\":";
+    json::append_string(o, e.item);
+    o += fmt::format(",\"estimate\":{},\"ratio\":", e.estimate);
+    json::append_number(o, n > 0 ? static_cast<double>(e.estimate) / n : 0.0);
+    o += fmt::format(",\"heavy\":{}}}", e.heavy ? "true" : "false");
+  }
+  o += "]}";
+  return o;
+}
+
+std::optional<std::string> pipeline::estimate_json(std::string_view item) const {
+  std::lock_guard lock(mutex_);
+  if (!heavy_) return std::nullopt;
+  const auto estimate = heavy_->estimate(sketch::hash_item(item, seed_));
+  std::string o = "{\"item\":";
+  json::append_string(o, item);
+  o += fmt::format(",\"estimate\":{},\"error_bound\":", estimate);
+  json::append_number(o, heavy_->error_bound());
+  o += fmt::format(",\"window_items\":{}}}", heavy_->window_items());
+  return o;
+}
+
+std::optional<std::string> pipeline::seen_json(std::string_view item) const {
+  std::lock_guard lock(mutex_);
+  if (!dedup_) return std::nullopt;
+  const bool seen = dedup_->contains(sketch::hash_item(item, seed_));
+  std::string o = "{\"item\":";
+  json::append_string(o, item);
+  o += fmt::format(",\"seen\":{},\"false_positive_ratio\":", seen ? "true" : "false");
+  json::append_number(o, dedup_->estimated_fpr());
+  o += '}';
+  return o;
+}
+
+}  // namespace sketchd

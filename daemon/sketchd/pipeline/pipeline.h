@@ -1,0 +1,116 @@
+// A pipeline: one item per message, fed to a rolling Count-Min + top-k (heavy hitters)
+// and a rolling Bloom filter (first-seen deduplication).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sketch/hash.h"
+#include "sketch/rolling_bloom.h"
+#include "sketch/rolling_count_min.h"
+#include "sketchd/config/config.h"
+#include "sketchd/metrics/metrics.h"
+#include "sketchd/pipeline/extractor.h"
+
+namespace sketchd {
+
+// What process() did with a message; the sink (forwarding) acts on it.
+enum class verdict : std::uint8_t {
+  skipped,     // no item could be extracted (counted by reason)
+  counted,     // an item, and the pipeline has no dedup section
+  first_seen,  // dedup: the item was not in the window
+  duplicate,   // dedup: the item was in the window (or a false positive)
+};
+
+// Counters of a pipeline since start. Kept as plain integers by the processing thread
+// and published once per batch.
+struct pipeline_counters {
+  std::uint64_t items = 0;
+  std::uint64_t first_seen = 0;
+  std::uint64_t duplicates = 0;
+  std::uint64_t forwarded = 0;
+  std::uint64_t forward_failures = 0;
+  std::uint64_t heavy_enter = 0;
+  std::uint64_t heavy_leave = 0;
+  std::array<std::uint64_t, kExtractFailureCount> failures{};
+};
+
+// One line of the periodic summary log.
+struct pipeline_summary {
+  std::string name;
+  std::uint64_t items = 0;
+  std::uint64_t window_items = 0;
+  std::vector<sketch::top_k_tracker::entry> top;  // at most 3
+  double fill = 0;  // newest generation
+  double estimated_fpr = 0;
+  double target_fpr = 0;
+  bool has_heavy_hitters = false;
+  bool has_dedup = false;
+};
+
+// The state of one pipeline. The processing thread calls begin_batch(), process() for
+// each message of the batch, then end_batch(): the pipeline's lock is held from
+// begin_batch() to end_batch(), never taken per message. Readers (HTTP, metrics) take
+// the same lock, so they see the state between two batches. Thread-safe in that sense;
+// process() is for the one processing thread only.
+class pipeline {
+ public:
+  // Events whose timestamp is further than this ahead of the wall clock are taken at the
+  // wall clock, so one producer with a wrong clock cannot push the window into the future.
+  static constexpr std::int64_t kMaxClockSkewMs = 60'000;
+
+  explicit pipeline(const pipeline_config& config, std::uint64_t seed = sketch::kDefaultSeed);
+
+  [[nodiscard]] const pipeline_config& config() const noexcept { return config_; }
+  [[nodiscard]] const std::string& name() const noexcept { return config_.name; }
+
+  void begin_batch();
+  // Extracts the item, hashes it once and feeds both structures. `event_ms` is the
+  // message timestamp (≤ 0 when the message has none), `wall_ms` the wall clock of the
+  // batch. No allocation, no lock, no logging, no exception.
+  verdict process(const message_view& message, std::int64_t event_ms, std::int64_t wall_ms) noexcept;
+  // Forwarding results reported by the sink (may come from the processing thread only).
+  void add_forwarded(std::uint64_t n) noexcept { local_.forwarded += n; }
+  void add_forward_failures(std::uint64_t n) noexcept { local_.forward_failures += n; }
+  // Slides the windows to `wall_ms` when the pipeline's clock is the wall clock (or the
+  // stream has been idle), re-estimates the top-k, publishes the counters, releases the
+  // lock, and returns the heavy-hitter events of the batch.
+  std::vector<sketch::heavy_event> end_batch(std::int64_t wall_ms);
+
+  // Readers (any thread).
+  [[nodiscard]] pipeline_counters counters() const;
+  [[nodiscard]] pipeline_summary summary() const;
+  void collect(std::vector<metrics::metric_family>& out) const;
+  // The JSON bodies of the HTTP API.
+  [[nodiscard]] std::string describe_json() const;
+  [[nodiscard]] std::string topk_json() const;
+  // nullopt when the pipeline has no heavy_hitters (resp. dedup) section.
+  [[nodiscard]] std::optional<std::string> estimate_json(std::string_view item) const;
+  [[nodiscard]] std::optional<std::string> seen_json(std::string_view item) const;
+
+ private:
+  std::int64_t clock_of(std::int64_t event_ms, std::int64_t wall_ms) noexcept;
+  std::string describe_json_locked() const;
+
+  pipeline_config config_;
+  std::uint64_t seed_;
+  extractor extractor_;
+  std::optional<sketch::rolling_count_min> heavy_;
+  std::optional<sketch::rolling_bloom> dedup_;
+
+  mutable std::mutex mutex_;
+  std::unique_lock<std::mutex> batch_lock_{mutex_, std::defer_lock};
+  pipeline_counters local_;      // processing thread only
+  pipeline_counters published_;  // under mutex_
+  // The pipeline's clock: the latest time seen, and the wall time when it was seen, so
+  // that an idle event-time stream still slides its windows.
+  std::int64_t clock_ms_ = 0;
+  std::int64_t clock_wall_ms_ = 0;
+};
+
+}  // namespace sketchd

@@ -1,0 +1,63 @@
+#include "sketchd/util/logging.h"
+
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "sketchd/util/json.h"
+
+namespace sketchd {
+
+namespace {
+
+// %* : the message as a JSON string literal.
+class json_message_flag : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    std::string quoted;
+    json::append_string(quoted, std::string_view(msg.payload.data(), msg.payload.size()));
+    dest.append(quoted.data(), quoted.data() + quoted.size());
+  }
+  [[nodiscard]] std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<json_message_flag>();
+  }
+};
+
+spdlog::level::level_enum to_spdlog(log_level l) {
+  switch (l) {
+    case log_level::trace: return spdlog::level::trace;
+    case log_level::debug: return spdlog::level::debug;
+    case log_level::info: return spdlog::level::info;
+    case log_level::warn: return spdlog::level::warn;
+    case log_level::error: return spdlog::level::err;
+    case log_level::critical: return spdlog::level::critical;
+    case log_level::off: return spdlog::level::off;
+  }
+  return spdlog::level::info;
+}
+
+}  // namespace
+
+void setup_logging(const log_config& config) {
+  auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  if (config.format == log_format::json) {
+    auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
+    formatter->add_flag<json_message_flag>('*').set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","logger":"%n","message":%*})");
+    sink->set_formatter(std::move(formatter));
+  } else {
+    sink->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ [%n] %v");
+  }
+  spdlog::drop_all();
+  auto make = [&](const std::string& name) {
+    auto logger = std::make_shared<spdlog::logger>(name, sink);
+    logger->set_level(to_spdlog(config.level));
+    return logger;
+  };
+  spdlog::set_default_logger(make("sketchd"));
+  for (const char* name : {"kafka", "pipeline", "http", "state", "generator"}) spdlog::register_logger(make(name));
+  // An error inside logging never reaches the caller.
+  spdlog::set_error_handler([](const std::string&) {});
+}
+
+}  // namespace sketchd

@@ -1,0 +1,384 @@
+#include "sketch/blocked_bloom.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "sketch/serialize.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SKETCH_BLOCKED_BLOOM_AVX2 1
+#else
+#define SKETCH_BLOCKED_BLOOM_AVX2 0
+#endif
+
+namespace sketch {
+namespace {
+
+constexpr std::uint64_t kMaxBlocks = blocked_bloom_filter::kMaxBits / blocked_bloom_filter::kBlockBits;
+
+// The salts of the Parquet split-block filter: word i of a block gets bit
+// (key · kSalt[i]) >> 27, the top 5 bits of a 32-bit multiplicative hash of the key.
+constexpr std::uint32_t kSalt[8] = {0x47b6137bU, 0x44974d91U, 0x8824ad5bU, 0xa2b7289dU,
+                                    0x705495c7U, 0x2df1424bU, 0x9efc4947U, 0x5c6bfb31U};
+
+std::uint64_t checked_blocks(std::uint64_t bits) {
+  if (bits < 1 || bits > blocked_bloom_filter::kMaxBits) {
+    throw std::invalid_argument(
+        fmt::format("blocked_bloom_filter: bits must be in [1, 2^40] (got {})", bits));
+  }
+  return (bits + blocked_bloom_filter::kBlockBits - 1) / blocked_bloom_filter::kBlockBits;
+}
+
+// ---- scalar path -------------------------------------------------------------------------
+
+struct block_mask {
+  std::uint32_t word[8];
+};
+
+block_mask mask_of(std::uint32_t key) noexcept {
+  block_mask m;
+  for (int i = 0; i < 8; ++i) m.word[i] = std::uint32_t{1} << ((key * kSalt[i]) >> 27);
+  return m;
+}
+
+// Each returns the number of bits it newly set (0..8).
+std::uint32_t insert_scalar(std::uint32_t* block, std::uint32_t key) noexcept {
+  const block_mask m = mask_of(key);
+  std::uint32_t added = 0;
+  for (int i = 0; i < 8; ++i) {
+    added += static_cast<std::uint32_t>(std::popcount(m.word[i] & ~block[i]));
+    block[i] |= m.word[i];
+  }
+  return added;
+}
+
+bool contains_scalar(const std::uint32_t* block, std::uint32_t key) noexcept {
+  const block_mask m = mask_of(key);
+  std::uint32_t missing = 0;
+  for (int i = 0; i < 8; ++i) missing |= m.word[i] & ~block[i];
+  return missing == 0;
+}
+
+// ---- AVX2 path ---------------------------------------------------------------------------
+// Compiled for AVX2 by function attribute only, and called only when the CPU has it, so the
+// binary still runs on any x86-64.
+
+#if SKETCH_BLOCKED_BLOOM_AVX2
+
+__attribute__((target("avx2"))) inline __m256i mask_avx2(std::uint32_t key) noexcept {
+  const __m256i salts = _mm256_setr_epi32(
+      static_cast<int>(kSalt[0]), static_cast<int>(kSalt[1]), static_cast<int>(kSalt[2]),
+      static_cast<int>(kSalt[3]), static_cast<int>(kSalt[4]), static_cast<int>(kSalt[5]),
+      static_cast<int>(kSalt[6]), static_cast<int>(kSalt[7]));
+  const __m256i product = _mm256_mullo_epi32(_mm256_set1_epi32(static_cast<int>(key)), salts);
+  return _mm256_sllv_epi32(_mm256_set1_epi32(1), _mm256_srli_epi32(product, 27));
+}
+
+// Number of 32-bit lanes of v that are not zero; each lane of a mask has at most one bit.
+__attribute__((target("avx2"))) inline std::uint32_t nonzero_lanes(__m256i v) noexcept {
+  const __m256i zero_lanes = _mm256_cmpeq_epi32(v, _mm256_setzero_si256());
+  const auto zero_bits = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(zero_lanes)));
+  return 8 - static_cast<std::uint32_t>(std::popcount(zero_bits));
+}
+
+__attribute__((target("avx2"))) std::uint32_t insert_avx2(std::uint32_t* block,
+                                                          std::uint32_t key) noexcept {
+  auto* p = reinterpret_cast<__m256i*>(block);
+  const __m256i old = _mm256_load_si256(p);
+  const __m256i mask = mask_avx2(key);
+  _mm256_store_si256(p, _mm256_or_si256(old, mask));
+  return nonzero_lanes(_mm256_andnot_si256(old, mask));
+}
+
+__attribute__((target("avx2"))) bool contains_avx2(const std::uint32_t* block,
+                                                   std::uint32_t key) noexcept {
+  const __m256i bits = _mm256_load_si256(reinterpret_cast<const __m256i*>(block));
+  return _mm256_testc_si256(bits, mask_avx2(key)) != 0;  // (~bits & mask) == 0
+}
+
+// Returns the number of bits newly set; 0 means the item was present.
+__attribute__((target("avx2"))) std::uint32_t test_and_insert_avx2(std::uint32_t* block,
+                                                                   std::uint32_t key) noexcept {
+  auto* p = reinterpret_cast<__m256i*>(block);
+  const __m256i old = _mm256_load_si256(p);
+  const __m256i mask = mask_avx2(key);
+  const __m256i missing = _mm256_andnot_si256(old, mask);
+  if (_mm256_testz_si256(missing, missing) != 0) return 0;
+  _mm256_store_si256(p, _mm256_or_si256(old, mask));
+  return nonzero_lanes(missing);
+}
+
+bool cpu_has_avx2() noexcept {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return has;
+}
+
+#else
+
+bool cpu_has_avx2() noexcept { return false; }
+std::uint32_t insert_avx2(std::uint32_t* block, std::uint32_t key) noexcept {
+  return insert_scalar(block, key);
+}
+bool contains_avx2(const std::uint32_t* block, std::uint32_t key) noexcept {
+  return contains_scalar(block, key);
+}
+std::uint32_t test_and_insert_avx2(std::uint32_t* block, std::uint32_t key) noexcept {
+  return contains_scalar(block, key) ? 0 : insert_scalar(block, key);
+}
+
+#endif
+
+// ---- false-positive rate -----------------------------------------------------------------
+
+// log of the probability that a block holding i items answers a foreign query:
+// 8 · ln(1 − (31/32)^i), −infinity for i = 0.
+double log_block_fpr(double i) noexcept {
+  const double log_keep = std::log1p(-1.0 / 32.0);
+  return 8.0 * std::log(-std::expm1(i * log_keep));
+}
+
+// ln k! for a whole k >= 0: a sum of logs up to 64, beyond it Stirling's series
+// k ln k − k + ln(2πk)/2 + 1/(12k) − 1/(360k³), whose error is below 1/(1260 k^5) < 1e-12.
+// (std::lgamma is avoided: it writes the global signgam, so it is not thread-safe.)
+double log_factorial(double k) noexcept {
+  if (k <= 64.0) {
+    double sum = 0.0;
+    for (double j = 2.0; j <= k; j += 1.0) sum += std::log(j);
+    return sum;
+  }
+  constexpr double kTwoPi = 6.283185307179586;
+  return k * std::log(k) - k + 0.5 * std::log(kTwoPi * k) + 1.0 / (12.0 * k) -
+         1.0 / (360.0 * k * k * k);
+}
+
+}  // namespace
+
+double blocked_bloom_filter::fpr(double bits, double n) noexcept {
+  if (!(n > 0)) return 0.0;
+  const double blocks = std::max(1.0, std::ceil(bits / static_cast<double>(kBlockBits)));
+  const double lambda = n / blocks;
+  if (!(lambda > 0)) return 0.0;
+  // From λ = 1500 on, 1 − FPR = E[1 − (1 − q^X)^8] <= 8 E[q^X] = 8 e^{−λ/32} < 1e-19 with
+  // q = 31/32 (the Poisson generating function): the rate is 1 in double precision.
+  if (lambda >= 1500.0) return 1.0;
+  const double log_lambda = std::log(lambda);
+  // Poisson log-probabilities by the recurrence ln p_{i+1} = ln p_i + ln λ − ln(i+1), both
+  // ways from the mode i0 = ⌊λ⌋, where the terms are largest.
+  const double mode = std::floor(lambda);
+  const double log_p_mode = -lambda + mode * log_lambda - log_factorial(mode);
+  constexpr double kRelative = 1e-17;  // below double precision
+  double sum = 0.0;
+  // Upward. For i >= λ the ratios p_{j+1}/p_j = λ/(j+1) are at most r = λ/(i+1) < 1 for
+  // every j >= i, so the tail Σ_{j>i} p_j is at most p_i · r/(1 − r); each block rate is at
+  // most 1, so once that bound is below 1e-17 · sum the rest cannot change the result.
+  double log_p = log_p_mode;
+  for (double i = mode;; i += 1.0) {
+    sum += std::exp(log_p + log_block_fpr(i));
+    if (i >= lambda) {
+      const double r = lambda / (i + 1.0);
+      if (std::exp(log_p) * r / (1.0 - r) <= kRelative * sum || log_p < -745.0) break;
+    }
+    log_p += log_lambda - std::log(i + 1.0);
+  }
+  // Downward. Below the mode both factors shrink as i does, so the i terms left below term
+  // i sum to at most i · term_i.
+  log_p = log_p_mode;
+  for (double i = mode - 1.0; i >= 1.0; i -= 1.0) {
+    log_p -= log_lambda - std::log(i + 1.0);
+    const double term = std::exp(log_p + log_block_fpr(i));
+    sum += term;
+    if (i * term <= kRelative * sum) break;
+  }
+  return std::min(1.0, sum);
+}
+
+std::uint64_t blocked_bloom_filter::bits_for(std::uint64_t n, double p) {
+  if (n < 1) {
+    throw std::invalid_argument(
+        fmt::format("blocked_bloom_filter: items must be at least 1 (got {})", n));
+  }
+  if (!(p > 0.0 && p < 1.0)) {
+    throw std::invalid_argument(
+        fmt::format("blocked_bloom_filter: fpr must be in (0, 1) (got {})", p));
+  }
+  const auto nd = static_cast<double>(n);
+  const auto meets = [&](std::uint64_t blocks) {
+    return fpr(static_cast<double>(blocks * kBlockBits), nd) <= p;
+  };
+  if (!meets(kMaxBlocks)) {
+    throw std::invalid_argument(fmt::format(
+        "blocked_bloom_filter: {} items at fpr {} need more than 2^40 bits", n, p));
+  }
+  // Invariant: meets(hi), !meets(lo) or lo == 0.
+  std::uint64_t lo = 0;
+  std::uint64_t hi = kMaxBlocks;
+  while (hi - lo > 1) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    (meets(mid) ? hi : lo) = mid;
+  }
+  return hi * kBlockBits;
+}
+
+blocked_bloom_filter blocked_bloom_filter::for_capacity(std::uint64_t n, double fpr,
+                                                        std::uint64_t seed, simd_path path) {
+  return blocked_bloom_filter(bits_for(n, fpr), seed, path);
+}
+
+blocked_bloom_filter::blocked_bloom_filter(std::uint64_t bits, std::uint64_t seed, simd_path path)
+    : blocks_(checked_blocks(bits)),
+      seed_(seed),
+      avx2_(path == simd_path::automatic && cpu_has_avx2()) {
+  words_.assign(blocks_ * kWordsPerBlock, 0);
+}
+
+void blocked_bloom_filter::insert(hash128 h) noexcept {
+  std::uint32_t* block = block_of(h);
+  const auto key = static_cast<std::uint32_t>(h.low);
+  bits_set_ += avx2_ ? insert_avx2(block, key) : insert_scalar(block, key);
+}
+
+bool blocked_bloom_filter::contains(hash128 h) const noexcept {
+  const std::uint32_t* block = block_of(h);
+  const auto key = static_cast<std::uint32_t>(h.low);
+  return avx2_ ? contains_avx2(block, key) : contains_scalar(block, key);
+}
+
+bool blocked_bloom_filter::test_and_insert(hash128 h) noexcept {
+  std::uint32_t* block = block_of(h);
+  const auto key = static_cast<std::uint32_t>(h.low);
+  const std::uint32_t added = avx2_ ? test_and_insert_avx2(block, key)
+                                    : insert_scalar(block, key);
+  bits_set_ += added;
+  return added == 0;
+}
+
+double blocked_bloom_filter::fill_ratio() const noexcept {
+  return static_cast<double>(bits_set_) / static_cast<double>(bits());
+}
+
+double blocked_bloom_filter::estimated_items() const noexcept {
+  if (bits_set_ == bits()) return std::numeric_limits<double>::infinity();
+  return -(static_cast<double>(bits()) / kHashes) * std::log1p(-fill_ratio());
+}
+
+double blocked_bloom_filter::estimated_fpr() const noexcept {
+  const double n = estimated_items();
+  if (std::isinf(n)) return 1.0;
+  return fpr(static_cast<double>(bits()), n);
+}
+
+void blocked_bloom_filter::clear() noexcept {
+  std::fill(words_.begin(), words_.end(), 0U);
+  bits_set_ = 0;
+}
+
+bool blocked_bloom_filter::compatible(const blocked_bloom_filter& other) const noexcept {
+  return blocks_ == other.blocks_ && seed_ == other.seed_;
+}
+
+void blocked_bloom_filter::require_compatible(const blocked_bloom_filter& other,
+                                              const char* operation) const {
+  if (blocks_ != other.blocks_) {
+    throw std::invalid_argument(fmt::format(
+        "blocked_bloom_filter::{}: incompatible filters: bits differ ({} vs {})", operation,
+        bits(), other.bits()));
+  }
+  if (seed_ != other.seed_) {
+    throw std::invalid_argument(fmt::format(
+        "blocked_bloom_filter::{}: incompatible filters: seeds differ ({:#x} vs {:#x})",
+        operation, seed_, other.seed_));
+  }
+}
+
+void blocked_bloom_filter::union_with(const blocked_bloom_filter& other) {
+  require_compatible(other, "union_with");
+  for (std::size_t i = 0; i < words_.size(); ++i) words_[i] |= other.words_[i];
+  recount();
+}
+
+void blocked_bloom_filter::intersect_with(const blocked_bloom_filter& other) {
+  require_compatible(other, "intersect_with");
+  for (std::size_t i = 0; i < words_.size(); ++i) words_[i] &= other.words_[i];
+  recount();
+}
+
+blocked_bloom_filter blocked_bloom_filter::halved() const {
+  if (blocks_ % 2 != 0) {
+    throw std::invalid_argument(fmt::format(
+        "blocked_bloom_filter::halved: the number of blocks must be even (got {} blocks)",
+        blocks_));
+  }
+  blocked_bloom_filter half(bits() / 2, seed_,
+                            avx2_ ? simd_path::automatic : simd_path::scalar);
+  for (std::uint64_t j = 0; j < half.blocks_; ++j) {
+    for (std::uint64_t i = 0; i < kWordsPerBlock; ++i) {
+      half.words_[j * kWordsPerBlock + i] =
+          words_[2 * j * kWordsPerBlock + i] | words_[(2 * j + 1) * kWordsPerBlock + i];
+    }
+  }
+  half.recount();
+  return half;
+}
+
+void blocked_bloom_filter::recount() noexcept {
+  std::uint64_t set = 0;
+  for (const std::uint32_t w : words_) set += static_cast<std::uint64_t>(std::popcount(w));
+  bits_set_ = set;
+}
+
+// Payload (after the common header, whose seed field holds seed()):
+//
+//   offset  size      field
+//   ------  --------  ---------------------------------------------------------------
+//        0         8  bits m = 256 · B, 256 <= m <= 2^40
+//        8         4  hashes k, always 8 (checked on read)
+//       12         8  bits_set: number of set bits (checked against the array on read)
+//       20    32 · B  the blocks, in order; block b is 8 words of 4 bytes,
+//                     word i of block b at offset 20 + 32b + 4i, bit j = (word >> j) & 1
+// All fields little-endian.
+std::string blocked_bloom_filter::serialize() const {
+  detail::record_writer out(structure_type::blocked_bloom_filter, seed_);
+  out.u64(bits());
+  out.u32(kHashes);
+  out.u64(bits_set_);
+  out.bytes(words_.data(), words_.size() * sizeof(std::uint32_t));
+  return std::move(out).finish();
+}
+
+blocked_bloom_filter blocked_bloom_filter::deserialize(std::string_view record, simd_path path) {
+  detail::record_reader in(record, structure_type::blocked_bloom_filter);
+  const std::uint64_t bits = in.u64();
+  const std::uint32_t hashes = in.u32();
+  const std::uint64_t bits_set = in.u64();
+  in.require(bits >= kBlockBits && bits <= kMaxBits && bits % kBlockBits == 0,
+             fmt::format("bits {} is not a multiple of 256 in [256, 2^40]", bits));
+  in.require(hashes == kHashes, fmt::format("hashes {} is not {}", hashes, kHashes));
+  const std::uint64_t bytes = bits / 8;
+  in.require(in.remaining() == bytes,
+             fmt::format("the bit array holds {} bytes, {} bits need {}", in.remaining(), bits,
+                         bytes));
+
+  blocked_bloom_filter filter(bits, in.seed(), path);
+  in.bytes(filter.words_.data(), static_cast<std::size_t>(bytes));
+  in.done();
+  filter.recount();
+  in.require(filter.bits_set_ == bits_set,
+             fmt::format("bits_set {} does not match the {} set bits of the array", bits_set,
+                         filter.bits_set_));
+  return filter;
+}
+
+bool operator==(const blocked_bloom_filter& a, const blocked_bloom_filter& b) noexcept {
+  return a.compatible(b) && a.bits_set_ == b.bits_set_ && a.words_ == b.words_;
+}
+
+}  // namespace sketch

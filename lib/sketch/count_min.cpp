@@ -1,0 +1,259 @@
+#include "sketch/count_min.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+
+#include "sketch/serialize.h"
+
+namespace sketch {
+namespace {
+
+constexpr std::uint32_t kSaturated = count_min_sketch::kSaturated;
+
+std::uint32_t saturating_add(std::uint32_t a, std::uint32_t b) noexcept {
+  const std::uint32_t sum = a + b;
+  return sum < a ? kSaturated : sum;
+}
+
+// Empty when width and depth are acceptable, else what is wrong with them.
+std::string check_shape(std::uint32_t width, std::uint32_t depth) {
+  if (width < 1 || width > count_min_sketch::kMaxWidth) {
+    return fmt::format("width must be in [1, {}] (got {})", count_min_sketch::kMaxWidth, width);
+  }
+  if (depth < 1 || depth > count_min_sketch::kMaxDepth) {
+    return fmt::format("depth must be in [1, {}] (got {})", count_min_sketch::kMaxDepth, depth);
+  }
+  if (std::uint64_t{width} * depth > count_min_sketch::kMaxCounters) {
+    return fmt::format("width * depth must be at most {} (got {} * {})",
+                       count_min_sketch::kMaxCounters, width, depth);
+  }
+  return {};
+}
+
+std::size_t checked_counters(std::uint32_t width, std::uint32_t depth) {
+  if (const std::string problem = check_shape(width, depth); !problem.empty()) {
+    throw std::invalid_argument("count_min_sketch: " + problem);
+  }
+  return std::size_t{width} * depth;
+}
+
+}  // namespace
+
+std::uint32_t count_min_sketch::suggest_width(double epsilon) {
+  if (!(epsilon > 0 && epsilon < 1)) {
+    throw std::invalid_argument(
+        fmt::format("count_min_sketch: epsilon must be in (0, 1) (got {})", epsilon));
+  }
+  const double width = std::ceil(std::numbers::e / epsilon);
+  if (width > kMaxWidth) {
+    throw std::invalid_argument(fmt::format(
+        "count_min_sketch: epsilon {} needs a width of {} counters, more than the {} allowed",
+        epsilon, width, kMaxWidth));
+  }
+  return static_cast<std::uint32_t>(width);
+}
+
+std::uint32_t count_min_sketch::suggest_depth(double delta) {
+  if (!(delta > 0 && delta < 1)) {
+    throw std::invalid_argument(
+        fmt::format("count_min_sketch: delta must be in (0, 1) (got {})", delta));
+  }
+  const double depth = std::max(1.0, std::ceil(std::log(1 / delta)));
+  if (depth > kMaxDepth) {
+    throw std::invalid_argument(
+        fmt::format("count_min_sketch: delta {} needs a depth of {} rows, more than the {} allowed",
+                    delta, depth, kMaxDepth));
+  }
+  return static_cast<std::uint32_t>(depth);
+}
+
+count_min_sketch count_min_sketch::from_error(double epsilon, double delta, std::uint64_t seed,
+                                              bool conservative) {
+  const std::uint32_t width = suggest_width(epsilon);
+  const std::uint32_t depth = suggest_depth(delta);
+  return count_min_sketch(width, depth, seed, conservative);
+}
+
+count_min_sketch::count_min_sketch(std::uint32_t width, std::uint32_t depth, std::uint64_t seed,
+                                   bool conservative)
+    : counters_(checked_counters(width, depth), 0),
+      seed_(seed),
+      width_(width),
+      depth_(depth),
+      conservative_(conservative) {}
+
+void count_min_sketch::locate(hash128 h, positions& out) const noexcept {
+  index_sequence columns(h, width_);
+  std::size_t row_start = 0;
+  for (std::uint32_t r = 0; r < depth_; ++r) {
+    out[r] = row_start + static_cast<std::size_t>(columns.next());
+    row_start += width_;
+  }
+}
+
+std::uint64_t count_min_sketch::estimate_at(const positions& at) const noexcept {
+  std::uint32_t minimum = kSaturated;
+  for (std::uint32_t r = 0; r < depth_; ++r) minimum = std::min(minimum, counters_[at[r]]);
+  return minimum == kSaturated ? total_ : minimum;
+}
+
+void count_min_sketch::add_at(const positions& at, std::uint32_t weight,
+                              count_min_sketch* mirror) noexcept {
+  total_ += weight;
+  if (mirror != nullptr) mirror->total_ += weight;
+  if (conservative_) {
+    // Raise every counter to at most (raw minimum + weight): the smallest change that keeps
+    // the minimum ≥ the true count (Estan & Varghese 2002, "conservative update").
+    std::uint32_t minimum = kSaturated;
+    for (std::uint32_t r = 0; r < depth_; ++r) minimum = std::min(minimum, counters_[at[r]]);
+    const std::uint32_t target = saturating_add(minimum, weight);
+    for (std::uint32_t r = 0; r < depth_; ++r) {
+      std::uint32_t& counter = counters_[at[r]];
+      if (counter >= target) continue;
+      if (mirror != nullptr) {
+        std::uint32_t& m = mirror->counters_[at[r]];
+        m = saturating_add(m, target - counter);
+      }
+      counter = target;
+    }
+    return;
+  }
+  for (std::uint32_t r = 0; r < depth_; ++r) {
+    std::uint32_t& counter = counters_[at[r]];
+    const std::uint32_t raised = saturating_add(counter, weight);
+    if (mirror != nullptr) {
+      std::uint32_t& m = mirror->counters_[at[r]];
+      m = saturating_add(m, raised - counter);
+    }
+    counter = raised;
+  }
+}
+
+std::uint64_t count_min_sketch::update(hash128 h, std::uint32_t weight) noexcept {
+  positions at;
+  locate(h, at);
+  add_at(at, weight, nullptr);
+  return estimate_at(at);
+}
+
+std::uint64_t count_min_sketch::estimate(hash128 h) const noexcept {
+  positions at;
+  locate(h, at);
+  return estimate_at(at);
+}
+
+double count_min_sketch::epsilon() const noexcept { return std::numbers::e / width_; }
+
+double count_min_sketch::delta() const noexcept { return std::exp(-static_cast<double>(depth_)); }
+
+void count_min_sketch::clear() noexcept {
+  std::fill(counters_.begin(), counters_.end(), 0);
+  total_ = 0;
+}
+
+bool count_min_sketch::compatible(const count_min_sketch& other) const noexcept {
+  return width_ == other.width_ && depth_ == other.depth_ && seed_ == other.seed_;
+}
+
+void count_min_sketch::require_compatible(const count_min_sketch& other,
+                                          const char* operation) const {
+  if (width_ != other.width_) {
+    throw std::invalid_argument(fmt::format("count_min_sketch: cannot {}: width {} != {}",
+                                            operation, width_, other.width_));
+  }
+  if (depth_ != other.depth_) {
+    throw std::invalid_argument(fmt::format("count_min_sketch: cannot {}: depth {} != {}",
+                                            operation, depth_, other.depth_));
+  }
+  if (seed_ != other.seed_) {
+    throw std::invalid_argument(fmt::format("count_min_sketch: cannot {}: seed {:#x} != {:#x}",
+                                            operation, seed_, other.seed_));
+  }
+}
+
+void count_min_sketch::add_counters(const count_min_sketch& other) noexcept {
+  for (std::size_t i = 0; i < counters_.size(); ++i) {
+    counters_[i] = saturating_add(counters_[i], other.counters_[i]);
+  }
+  total_ = total_ + other.total_ < total_ ? UINT64_MAX : total_ + other.total_;
+}
+
+void count_min_sketch::merge(const count_min_sketch& other) {
+  require_compatible(other, "merge");
+  add_counters(other);
+}
+
+std::uint64_t count_min_sketch::subtract(const count_min_sketch& part) {
+  require_compatible(part, "subtract");
+  std::uint64_t stuck = 0;
+  for (std::size_t i = 0; i < counters_.size(); ++i) {
+    std::uint32_t& counter = counters_[i];
+    if (counter == kSaturated) {
+      stuck += part.counters_[i] != 0 ? 1 : 0;
+      continue;
+    }
+    // part ≤ this for every counter when the precondition holds; clamp otherwise.
+    counter -= std::min(counter, part.counters_[i]);
+  }
+  total_ -= std::min(total_, part.total_);
+  return stuck;
+}
+
+// Payload (after the record header of sketch/serialize.h, whose seed field is the seed):
+//
+//   offset     size     field
+//   ------     -------  --------------------------------------------------------------
+//        0     4        width w (u32)
+//        4     4        depth d (u32)
+//        8     1        update mode: 0 plain, 1 conservative
+//        9     8        N, the total weight (u64)
+//       17     4·w·d    counters (u32), row-major: row r is [r·w, (r+1)·w)
+//
+std::string count_min_sketch::serialize() const {
+  detail::record_writer out(structure_type::count_min_sketch, seed_);
+  out.u32(width_);
+  out.u32(depth_);
+  out.u8(conservative_ ? 1 : 0);
+  out.u64(total_);
+  out.bytes(counters_.data(), size_bytes());
+  return std::move(out).finish();
+}
+
+count_min_sketch count_min_sketch::deserialize(std::string_view record) {
+  detail::record_reader in(record, structure_type::count_min_sketch);
+  const std::uint32_t width = in.u32();
+  const std::uint32_t depth = in.u32();
+  const std::uint8_t mode = in.u8();
+  const std::uint64_t total = in.u64();
+  const std::string problem = check_shape(width, depth);
+  in.require(problem.empty(), problem);
+  in.require(mode <= 1,
+             fmt::format("update mode {} is neither 0 (plain) nor 1 (conservative)", mode));
+  const std::uint64_t bytes = std::uint64_t{width} * depth * sizeof(std::uint32_t);
+  in.require(in.remaining() == bytes,
+             fmt::format("the counters hold {} bytes, {} x {} counters need {}", in.remaining(),
+                         width, depth, bytes));
+
+  count_min_sketch sketch(width, depth, in.seed(), mode == 1);
+  in.bytes(sketch.counters_.data(), sketch.size_bytes());
+  in.done();
+  sketch.total_ = total;
+  // An unsaturated counter holds a sum of weights, so it cannot exceed N.
+  for (std::size_t i = 0; i < sketch.counters_.size(); ++i) {
+    const std::uint32_t c = sketch.counters_[i];
+    in.require(c == kSaturated || c <= total,
+               fmt::format("counter {} holds {}, more than N = {}", i, c, total));
+  }
+  return sketch;
+}
+
+bool operator==(const count_min_sketch& a, const count_min_sketch& b) noexcept {
+  return a.compatible(b) && a.conservative_ == b.conservative_ && a.total_ == b.total_ &&
+         a.counters_ == b.counters_;
+}
+
+}  // namespace sketch

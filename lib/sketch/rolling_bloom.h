@@ -1,0 +1,184 @@
+// First-seen deduplication over a sliding time window: a ring of split-block Bloom filters
+// ("generations") that age out as time passes or as they fill.
+//
+// Sources: the blocked filter of sketch/blocked_bloom.h (Putze, Sanders, Singler 2007;
+// the Apache Parquet split-block layout); ageing Bloom filters by rotating generations as in
+// Yoon, "Aging Bloom Filter with Two Active Buffers for Dynamic Sets", IEEE TKDE 22(1), 2010,
+// generalised to G generations; the FPR of a union of independent tests, 1 − Π(1 − p_g).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sketch/blocked_bloom.h"
+#include "sketch/hash.h"
+
+namespace sketch {
+
+struct rolling_bloom_options {
+  std::int64_t window_ms = 0;        // > 0: items are remembered at least this long
+  std::uint64_t capacity = 0;        // >= 1: distinct items expected per window
+  double fpr = 0.001;                // (0, 1): target false-positive rate of a query
+                                     // against the whole window (all generations)
+  std::uint32_t generations = 4;     // G in [2, kMaxGenerations]
+  std::uint64_t seed = kDefaultSeed;
+};
+
+// Design. G generations, each a blocked_bloom_filter with the same size and seed, kept in a
+// ring; generation 0 is the newest and the only one that receives inserts.
+//
+//   slice      S = ⌈window_ms / (G − 1)⌉ ms: the time one generation covers;
+//   share      c = ⌈capacity / (G − 1)⌉ items: the most one generation receives;
+//   fpr_g      = 1 − (1 − fpr)^{1/G}: each generation is sized by
+//              blocked_bloom_filter::for_capacity(c, fpr_g), so a query against all G of
+//              them, each holding at most c items, is a false positive with probability at
+//              most 1 − Π_g (1 − fpr_g) = fpr (the generations hold independent items, so
+//              their false positives are independent events).
+//
+// Time is passed in by the caller, in milliseconds (the library never reads a clock). The
+// first time passed (to test_and_insert or advance) starts generation 0. Generation 0
+// rotates — the ring turns, the oldest generation is cleared in place (no allocation) and
+// becomes the new, empty generation 0 — when
+//   * its slice ends: a call at now >= start + S, with `start` generation 0's start time,
+//     rotates k = ⌊(now − start) / S⌋ times (every elapsed slice; after G rotations every
+//     generation is empty, so at most G are performed) and the new generation 0 starts at
+//     start + k·S, on the grid of slices; or
+//   * it is full: right after the insert that brings its count to c (a burst); the new
+//     generation 0 starts at max(now, start). The target FPR keeps holding and the window
+//     shrinks instead (effective_window_ms shows it).
+// Time going backwards (out-of-order event timestamps: now < start) never rotates and never
+// throws; the call works on the generations as they are.
+//
+// Guaranteed dedup horizon. With time rotation only, an item first inserted at time t stays
+// in the ring until G further rotations, so a call at any now <= t + (G − 1)·S finds it (a
+// duplicate), and (G − 1)·S >= window_ms. It is forgotten from g0 + G·S on, g0 the start
+// of the generation that took it; with time not going backwards g0 <= t, so at the latest
+// from t + G·S: an item seen again G·S or more after its first sighting is new again
+// (G·S = window_ms + S when G − 1 divides window_ms).
+// Bursts: each of the G − 1 generations that follow the item's own lasts at least S ms or
+// c insertions, so with e = now − t and f = items inserted after it, the item is still a
+// duplicate whenever
+//     e / ((G − 1)·S) + f / ((G − 1)·c) < 1,
+// i.e. it is remembered at least as long as the last G − 1 full generations span.
+//
+// A duplicate found in any generation is not inserted again, so an item that keeps
+// recurring is first-seen again once per horizon. contains() does not move time: it answers
+// as of the latest time passed.
+//
+// test_and_insert(), contains() and advance() never allocate or throw.
+//
+// Thread safety: not thread-safe for writers; one owner. Concurrent const calls are safe
+// when no call modifies the filter.
+class rolling_bloom {
+ public:
+  static constexpr std::uint32_t kMaxGenerations = 64;
+
+  // Throws std::invalid_argument naming the option that is out of range, or when one
+  // generation would exceed blocked_bloom_filter::kMaxBits.
+  explicit rolling_bloom(const rolling_bloom_options& options);
+
+  // Moves time to `now_ms` (rotations as in the design above), then: true when some
+  // generation holds the item (a duplicate, up to the false-positive rate; nothing is
+  // inserted), else inserts it into generation 0, rotates if that filled it, and returns
+  // false (first seen in the window).
+  [[nodiscard]] bool test_and_insert(hash128 h, std::int64_t now_ms) noexcept;
+  [[nodiscard]] bool test_and_insert(std::string_view item, std::int64_t now_ms) noexcept {
+    return test_and_insert(hash_item(item, options_.seed), now_ms);
+  }
+
+  // True when some generation holds the item: always for an item inserted within the
+  // guaranteed horizon of the latest time passed; with probability at most target_fpr()
+  // for any other.
+  [[nodiscard]] bool contains(hash128 h) const noexcept;
+  [[nodiscard]] bool contains(std::string_view item) const noexcept {
+    return contains(hash_item(item, options_.seed));
+  }
+
+  // Rotates out the generations whose slice ended at or before `now_ms`; call it once per
+  // batch so that idle streams age too. Earlier times do nothing.
+  void advance(std::int64_t now_ms) noexcept;
+
+  // G.
+  [[nodiscard]] std::size_t generations() const noexcept { return ring_.size(); }
+  // Fill ratio of generation g (0 = newest); 0 for g >= G.
+  [[nodiscard]] double fill_ratio(std::size_t generation) const noexcept;
+  // Items inserted into generation g (exact count of first-seen items, at most c); 0 for
+  // g >= G.
+  [[nodiscard]] std::uint64_t generation_items(std::size_t generation) const noexcept;
+  // Start time of generation g in ms; meaningful for the live ones (g < live_generations()).
+  [[nodiscard]] std::int64_t generation_start_ms(std::size_t generation) const noexcept;
+  // Generation g's filter (0 = newest), g < G.
+  [[nodiscard]] const blocked_bloom_filter& generation(std::size_t generation) const noexcept {
+    return ring_[slot(generation)];
+  }
+  // Generations started since the clock began, at most G; 0 before the first time passed.
+  [[nodiscard]] std::size_t live_generations() const noexcept { return live_; }
+
+  // False-positive rate of a query now: 1 − Π_g (1 − p̂_g) with p̂_g the blocked filter's
+  // estimated_fpr() of generation g (the Poisson mixture at its estimated load).
+  [[nodiscard]] double estimated_fpr() const noexcept;
+  // The `fpr` option: the rate the sizing guarantees, 1 − Π_g (1 − fpr_g).
+  [[nodiscard]] double target_fpr() const noexcept { return options_.fpr; }
+  // Distinct items in the window: Σ_g of each generation's estimated_items()
+  // (−(m/8) ln(1 − fill), see blocked_bloom_filter).
+  [[nodiscard]] double estimated_items() const noexcept;
+  // Bytes of the G bit arrays.
+  [[nodiscard]] std::size_t size_bytes() const noexcept;
+
+  // (G − 1)·S: an item is remembered at least this long under time rotation (>= window_ms).
+  [[nodiscard]] std::int64_t guaranteed_horizon_ms() const noexcept {
+    return slice_ms_ * static_cast<std::int64_t>(ring_.size() - 1);
+  }
+  // now − start of the oldest live generation (0 before the clock starts, never negative):
+  // how far back the ring remembers, between (G − 1)·S and G·S under time rotation once
+  // G generations are live, less after bursts.
+  [[nodiscard]] std::int64_t effective_window_ms(std::int64_t now_ms) const noexcept;
+
+  // Rotations because a slice ended (counting the rotations performed, at most G per call).
+  [[nodiscard]] std::uint64_t rotations_by_time() const noexcept { return rotations_by_time_; }
+  // Rotations because generation 0 reached its share c.
+  [[nodiscard]] std::uint64_t rotations_by_capacity() const noexcept {
+    return rotations_by_capacity_;
+  }
+
+  [[nodiscard]] const rolling_bloom_options& options() const noexcept { return options_; }
+  [[nodiscard]] std::uint64_t seed() const noexcept { return options_.seed; }
+  // S = ⌈window_ms / (G − 1)⌉.
+  [[nodiscard]] std::int64_t slice_ms() const noexcept { return slice_ms_; }
+  // c = ⌈capacity / (G − 1)⌉.
+  [[nodiscard]] std::uint64_t generation_capacity() const noexcept { return share_; }
+  // fpr_g = 1 − (1 − fpr)^{1/G}, the rate each generation is sized for.
+  [[nodiscard]] double generation_fpr() const noexcept { return generation_fpr_; }
+
+  // The whole state (options, every generation with its start time and count, the ring
+  // position, the rotation counters) as one record of the library's binary format
+  // (sketch/serialize.h).
+  [[nodiscard]] std::string serialize() const;
+  // Reads a record written by serialize(). Throws format_error when the input is corrupt,
+  // truncated, of another structure, or inconsistent (options out of range, generations of
+  // another size or seed, counts beyond the share, unordered start times).
+  [[nodiscard]] static rolling_bloom deserialize(std::string_view record);
+
+ private:
+  [[nodiscard]] std::size_t slot(std::size_t generation) const noexcept {
+    return (newest_ + generation) % ring_.size();
+  }
+  void rotate(std::int64_t start_ms) noexcept;
+
+  rolling_bloom_options options_;
+  std::int64_t slice_ms_;
+  std::uint64_t share_;
+  double generation_fpr_;
+  std::vector<blocked_bloom_filter> ring_;  // by ring slot; generation g is slot(g)
+  std::vector<std::int64_t> start_ms_;      // by ring slot
+  std::vector<std::uint64_t> inserted_;     // by ring slot
+  std::size_t newest_ = 0;                  // ring slot of generation 0
+  std::size_t live_ = 0;                    // 0 until the first time passed, then 1..G
+  std::uint64_t rotations_by_time_ = 0;
+  std::uint64_t rotations_by_capacity_ = 0;
+};
+
+}  // namespace sketch

@@ -1,0 +1,347 @@
+#include "sketch/top_k.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "sketch/serialize.h"
+
+namespace sketch {
+namespace {
+
+// Empty when the parameters are acceptable (capacity 0 = the default), else the problem.
+std::string check_params(std::uint32_t k, double phi, std::uint32_t capacity) {
+  if (k < 1 || k > top_k_tracker::kMaxCapacity) {
+    return fmt::format("k must be in [1, {}] (got {})", top_k_tracker::kMaxCapacity, k);
+  }
+  if (!(phi > 0 && phi <= 1)) return fmt::format("phi must be in (0, 1] (got {})", phi);
+  if (capacity != 0 && (capacity < k || capacity > top_k_tracker::kMaxCapacity)) {
+    return fmt::format("capacity must be in [k = {}, {}] (got {})", k, top_k_tracker::kMaxCapacity,
+                       capacity);
+  }
+  return {};
+}
+
+void require_params(std::uint32_t k, double phi, std::uint32_t capacity) {
+  if (const std::string problem = check_params(k, phi, capacity); !problem.empty()) {
+    throw std::invalid_argument("top_k_tracker: " + problem);
+  }
+}
+
+}  // namespace
+
+std::uint32_t top_k_tracker::default_capacity(std::uint32_t k, double phi) {
+  require_params(k, phi, 0);
+  const double for_phi = std::min(std::ceil(2 / phi), static_cast<double>(kMaxCapacity));
+  const std::uint32_t c = std::max(2 * k, static_cast<std::uint32_t>(for_phi));
+  return std::clamp(c, k, kMaxCapacity);
+}
+
+top_k_tracker::top_k_tracker(std::uint32_t k, double phi, std::uint32_t capacity,
+                             std::uint64_t seed)
+    : seed_(seed), phi_(phi), k_(k), capacity_(capacity) {
+  require_params(k, phi, capacity);
+  if (capacity_ == 0) capacity_ = default_capacity(k, phi);
+  slots_.resize(capacity_);
+  bytes_.resize(std::size_t{capacity_} * kMaxItemBytes);
+  heap_.resize(capacity_);
+  // At most half full, so probe sequences stay short and always end at an empty entry.
+  index_.assign(std::bit_ceil(std::size_t{capacity_} * 2), kEmpty);
+  events_.resize(std::max(kMinEventCapacity, capacity_));
+}
+
+bool top_k_tracker::is_heavy(std::uint64_t estimate, std::uint64_t n) const noexcept {
+  return n > 0 && estimate > 0 && static_cast<double>(estimate) >= phi_ * static_cast<double>(n);
+}
+
+std::string_view top_k_tracker::item_of(std::uint32_t s) const noexcept {
+  return {bytes_.data() + std::size_t{s} * kMaxItemBytes, slots_[s].length};
+}
+
+void top_k_tracker::store_item(std::uint32_t s, std::string_view item) noexcept {
+  const std::size_t length = std::min(item.size(), kMaxItemBytes);
+  if (length > 0) std::memcpy(bytes_.data() + std::size_t{s} * kMaxItemBytes, item.data(), length);
+  slots_[s].length = static_cast<std::uint16_t>(length);
+}
+
+void top_k_tracker::record(enum heavy_event::kind kind, std::uint32_t s, std::uint64_t n) noexcept {
+  if (event_count_ == events_.size()) {
+    event_head_ = (event_head_ + 1) % events_.size();
+    --event_count_;
+    ++dropped_events_;
+  }
+  event_record& e = events_[(event_head_ + event_count_) % events_.size()];
+  ++event_count_;
+  e.kind = kind;
+  e.estimate = slots_[s].estimate;
+  e.window_items = n;
+  e.length = slots_[s].length;
+  if (e.length > 0) std::memcpy(e.bytes, bytes_.data() + std::size_t{s} * kMaxItemBytes, e.length);
+}
+
+std::size_t top_k_tracker::home(hash128 h) const noexcept {
+  return static_cast<std::size_t>(h.high) & (index_.size() - 1);
+}
+
+std::uint32_t top_k_tracker::find(hash128 h) const noexcept {
+  const std::size_t mask = index_.size() - 1;
+  for (std::size_t i = home(h); index_[i] != kEmpty; i = (i + 1) & mask) {
+    if (slots_[index_[i]].hash == h) return index_[i];
+  }
+  return kEmpty;
+}
+
+void top_k_tracker::index_insert(std::uint32_t s) noexcept {
+  const std::size_t mask = index_.size() - 1;
+  std::size_t i = home(slots_[s].hash);
+  while (index_[i] != kEmpty) i = (i + 1) & mask;
+  index_[i] = s;
+}
+
+// Linear probing deletion by backward shift (Knuth, TAOCP vol. 3, 6.4, Algorithm R): no
+// tombstones, so lookups never slow down however many evictions happen.
+void top_k_tracker::index_erase(hash128 h) noexcept {
+  const std::size_t mask = index_.size() - 1;
+  std::size_t hole = home(h);
+  while (index_[hole] != kEmpty && !(slots_[index_[hole]].hash == h)) hole = (hole + 1) & mask;
+  if (index_[hole] == kEmpty) return;
+  for (std::size_t j = (hole + 1) & mask; index_[j] != kEmpty; j = (j + 1) & mask) {
+    const std::size_t want = home(slots_[index_[j]].hash);
+    // The entry at j stays when its home lies cyclically in (hole, j].
+    const bool stays = hole <= j ? (hole < want && want <= j) : (hole < want || want <= j);
+    if (stays) continue;
+    index_[hole] = index_[j];
+    hole = j;
+  }
+  index_[hole] = kEmpty;
+}
+
+bool top_k_tracker::heap_less(std::uint32_t a, std::uint32_t b) const noexcept {
+  const slot& x = slots_[a];
+  const slot& y = slots_[b];
+  if (x.estimate != y.estimate) return x.estimate < y.estimate;
+  if (x.hash.high != y.hash.high) return x.hash.high < y.hash.high;
+  return x.hash.low < y.hash.low;
+}
+
+void top_k_tracker::heap_place(std::uint32_t pos, std::uint32_t s) noexcept {
+  heap_[pos] = s;
+  slots_[s].heap_pos = pos;
+}
+
+void top_k_tracker::sift_up(std::uint32_t pos) noexcept {
+  const std::uint32_t s = heap_[pos];
+  while (pos > 0) {
+    const std::uint32_t parent = (pos - 1) / 2;
+    if (!heap_less(s, heap_[parent])) break;
+    heap_place(pos, heap_[parent]);
+    pos = parent;
+  }
+  heap_place(pos, s);
+}
+
+void top_k_tracker::sift_down(std::uint32_t pos) noexcept {
+  const std::uint32_t s = heap_[pos];
+  for (;;) {
+    std::uint32_t child = 2 * pos + 1;
+    if (child >= size_) break;
+    if (child + 1 < size_ && heap_less(heap_[child + 1], heap_[child])) ++child;
+    if (!heap_less(heap_[child], s)) break;
+    heap_place(pos, heap_[child]);
+    pos = child;
+  }
+  heap_place(pos, s);
+}
+
+void top_k_tracker::rebuild() noexcept {
+  std::fill(index_.begin(), index_.end(), kEmpty);
+  for (std::uint32_t s = 0; s < size_; ++s) {
+    index_insert(s);
+    heap_place(s, s);
+  }
+  for (std::uint32_t pos = size_ / 2; pos-- > 0;) sift_down(pos);
+}
+
+void top_k_tracker::offer(hash128 h, std::string_view item, std::uint64_t estimate,
+                          std::uint64_t n) noexcept {
+  if (estimate == 0) return;
+  std::uint32_t s = find(h);
+  if (s != kEmpty) {
+    slot& c = slots_[s];
+    const std::uint64_t before = c.estimate;
+    c.estimate = estimate;
+    if (estimate > before) sift_down(c.heap_pos);
+    if (estimate < before) sift_up(c.heap_pos);
+  } else if (size_ < capacity_) {
+    s = size_++;
+    slots_[s] = slot{h, estimate, 0, 0, false};
+    store_item(s, item);
+    index_insert(s);
+    heap_place(size_ - 1, s);
+    sift_up(size_ - 1);
+  } else {
+    s = heap_[0];
+    slot& c = slots_[s];
+    if (estimate <= c.estimate) return;
+    if (c.heavy) record(heavy_event::kind::leave, s, n);
+    index_erase(c.hash);
+    c = slot{h, estimate, 0, 0, false};
+    store_item(s, item);
+    index_insert(s);
+    heap_place(0, s);
+    sift_down(0);
+  }
+  slot& c = slots_[s];
+  if (!c.heavy && is_heavy(estimate, n)) {
+    c.heavy = true;
+    record(heavy_event::kind::enter, s, n);
+  }
+}
+
+void top_k_tracker::settle(std::uint64_t n) noexcept {
+  std::uint32_t kept = 0;
+  for (std::uint32_t s = 0; s < size_; ++s) {
+    slot& c = slots_[s];
+    const bool heavy = is_heavy(c.estimate, n);
+    if (heavy != c.heavy) {
+      c.heavy = heavy;
+      record(heavy ? heavy_event::kind::enter : heavy_event::kind::leave, s, n);
+    }
+    if (c.estimate == 0) continue;
+    if (kept != s) {
+      slots_[kept] = c;
+      std::memcpy(bytes_.data() + std::size_t{kept} * kMaxItemBytes,
+                  bytes_.data() + std::size_t{s} * kMaxItemBytes, c.length);
+    }
+    ++kept;
+  }
+  size_ = kept;
+  rebuild();
+}
+
+std::vector<heavy_event> top_k_tracker::drain_events() {
+  std::vector<heavy_event> out;
+  out.reserve(event_count_);
+  for (std::size_t i = 0; i < event_count_; ++i) {
+    const event_record& e = events_[(event_head_ + i) % events_.size()];
+    out.push_back(heavy_event{e.kind, std::string(e.bytes, e.length), e.estimate, e.window_items});
+  }
+  event_head_ = 0;
+  event_count_ = 0;
+  return out;
+}
+
+std::vector<top_k_tracker::entry> top_k_tracker::top() const {
+  std::vector<std::uint32_t> order;
+  order.reserve(size_);
+  for (std::uint32_t s = 0; s < size_; ++s) {
+    if (slots_[s].estimate > 0) order.push_back(s);
+  }
+  const auto before = [this](std::uint32_t a, std::uint32_t b) {
+    const slot& x = slots_[a];
+    const slot& y = slots_[b];
+    if (x.estimate != y.estimate) return x.estimate > y.estimate;
+    if (const int c = item_of(a).compare(item_of(b)); c != 0) return c < 0;
+    if (x.hash.high != y.hash.high) return x.hash.high < y.hash.high;
+    return x.hash.low < y.hash.low;
+  };
+  const std::size_t shown = std::min<std::size_t>(order.size(), k_);
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(shown), order.end(),
+                    before);
+  std::vector<entry> out;
+  out.reserve(shown);
+  for (std::size_t i = 0; i < shown; ++i) {
+    const slot& c = slots_[order[i]];
+    out.push_back(entry{std::string(item_of(order[i])), c.estimate, c.heavy});
+  }
+  return out;
+}
+
+std::size_t top_k_tracker::size_bytes() const noexcept {
+  return slots_.size() * sizeof(slot) + bytes_.size() + heap_.size() * sizeof(std::uint32_t) +
+         index_.size() * sizeof(std::uint32_t) + events_.size() * sizeof(event_record);
+}
+
+void top_k_tracker::clear() noexcept {
+  size_ = 0;
+  std::fill(index_.begin(), index_.end(), kEmpty);
+  event_head_ = 0;
+  event_count_ = 0;
+}
+
+// Payload (after the record header of sketch/serialize.h, whose seed field is the seed of
+// the hashes):
+//
+//   offset  size  field
+//   ------  ----  -----------------------------------------------------------------
+//        0     4  k (u32)
+//        4     4  capacity c (u32), k ≤ c ≤ kMaxCapacity
+//        8     8  φ (f64), 0 < φ ≤ 1
+//       16     4  number of candidates s (u32), s ≤ c
+//       20     …  s candidates, each:
+//                   8  hash, low half (u64)
+//                   8  hash, high half (u64)
+//                   8  last estimate (u64), > 0
+//                   1  heavy: 0 or 1
+//                   4  item length L (u32), L ≤ kMaxItemBytes
+//                   L  item bytes
+//
+// Pending events are not part of the record: they are drained once per batch.
+std::string top_k_tracker::serialize() const {
+  detail::record_writer out(structure_type::top_k, seed_);
+  out.u32(k_);
+  out.u32(capacity_);
+  out.f64(phi_);
+  out.u32(size_);
+  for (std::uint32_t s = 0; s < size_; ++s) {
+    const slot& c = slots_[s];
+    out.u64(c.hash.low);
+    out.u64(c.hash.high);
+    out.u64(c.estimate);
+    out.u8(c.heavy ? 1 : 0);
+    out.str(item_of(s));
+  }
+  return std::move(out).finish();
+}
+
+top_k_tracker top_k_tracker::deserialize(std::string_view record) {
+  detail::record_reader in(record, structure_type::top_k);
+  const std::uint32_t k = in.u32();
+  const std::uint32_t capacity = in.u32();
+  const double phi = in.f64();
+  const std::uint32_t size = in.u32();
+  const std::string problem = check_params(k, phi, capacity);
+  in.require(problem.empty(), problem);
+  in.require(capacity != 0, "capacity is 0");
+  in.require(size <= capacity,
+             fmt::format("{} candidates do not fit a capacity of {}", size, capacity));
+
+  top_k_tracker tracker(k, phi, capacity, in.seed());
+  for (std::uint32_t s = 0; s < size; ++s) {
+    slot c;
+    c.hash.low = in.u64();
+    c.hash.high = in.u64();
+    c.estimate = in.u64();
+    const std::uint8_t heavy = in.u8();
+    const std::uint32_t length = in.u32();
+    in.require(c.estimate > 0, fmt::format("candidate {} has estimate 0", s));
+    in.require(heavy <= 1, fmt::format("candidate {}: heavy flag {} is not 0 or 1", s, heavy));
+    in.require(length <= kMaxItemBytes, fmt::format("candidate {}: item of {} bytes, more than {}",
+                                                    s, length, kMaxItemBytes));
+    in.require(tracker.find(c.hash) == kEmpty, fmt::format("candidate {} is a duplicate", s));
+    c.heavy = heavy == 1;
+    tracker.slots_[s] = c;
+    tracker.store_item(s, in.view(length));
+    tracker.size_ = s + 1;
+    tracker.index_insert(s);
+  }
+  in.done();
+  tracker.rebuild();
+  return tracker;
+}
+
+}  // namespace sketch

@@ -1,0 +1,171 @@
+// Heavy hitters over a Count-Min sketch: a bounded set of candidates kept in a min-heap on
+// their estimates (the "CMS + heap" method of G. Cormode and S. Muthukrishnan, "An Improved
+// Data Stream Summary: The Count-Min Sketch and its Applications", J. Algorithms 55(1),
+// 2005, section 5.1; seed lecture 000, "HH(k)").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sketch/hash.h"
+
+namespace sketch {
+
+// An item entering or leaving the heavy set (estimate ≥ φ·N). The member `kind` hides the
+// enum's name: compare with heavy_event::kind::enter, name the type `enum heavy_event::kind`.
+struct heavy_event {
+  enum class kind { enter, leave } kind;
+  std::string item;            // the item's bytes, at most top_k_tracker::kMaxItemBytes
+  std::uint64_t estimate;      // its estimate when the event was recorded
+  std::uint64_t window_items;  // N at that moment
+  friend bool operator==(const heavy_event&, const heavy_event&) = default;
+};
+
+// Up to `capacity` candidate items, each with its hash, its bytes, its last estimate and
+// whether it is heavy (estimate ≥ φ·N). The caller estimates an item with a Count-Min sketch
+// and offers it; the tracker keeps it if it is already a candidate, if a slot is free, or if
+// its estimate exceeds the smallest candidate's, which it evicts (O(log c) through an
+// indexed min-heap, O(1) lookup through an open-addressing index on the hash).
+//
+// Guarantee (Cormode & Muthukrishnan 2005, section 5.1), when the sketch's estimates never
+// undercount and are within εN of the truth: with capacity > k, every item whose true count
+// exceeds the (k+1)-th largest by more than εN is reported by top() (it can only be
+// rejected or evicted when c ≥ k+1 candidates have larger estimates, and only the other
+// top-k items can have those); a heavy item's true count is ≥ (φ − ε)·N, and an item
+// with true count ≥ φ·N is heavy whenever it is a candidate.
+//
+// Items are identified by their full 128-bit hash; only their first kMaxItemBytes bytes are
+// stored, for reporting. Events (enter, leave) go to a bounded buffer sized at construction;
+// when it is full the oldest event is dropped and dropped_events() counts it.
+//
+// offer() and refresh() never allocate or throw; top(), drain_events() and serialize()
+// allocate their results.
+//
+// Thread safety: not thread-safe for writers; one owner. Concurrent const calls are safe when
+// no call modifies the tracker.
+class top_k_tracker {
+ public:
+  static constexpr std::size_t kMaxItemBytes = 256;
+  static constexpr std::uint32_t kMaxCapacity = 4096;
+  static constexpr std::uint32_t kMinEventCapacity = 64;
+
+  struct entry {
+    std::string item;
+    std::uint64_t estimate;
+    bool heavy;
+    friend bool operator==(const entry&, const entry&) = default;
+  };
+
+  // max(2k, ⌈2/φ⌉), at least k and at most kMaxCapacity: room for every item that can be
+  // heavy (at most 1/φ of them) twice over. Throws std::invalid_argument like the constructor.
+  [[nodiscard]] static std::uint32_t default_capacity(std::uint32_t k, double phi);
+
+  // A tracker reporting k items, heavy when estimate ≥ φ·N, with `capacity` candidate slots
+  // (0 = default_capacity(k, φ)); `seed` is the seed of the hashes offered, recorded by
+  // serialize(). Throws std::invalid_argument unless 1 ≤ k ≤ kMaxCapacity, 0 < φ ≤ 1 and
+  // k ≤ capacity ≤ kMaxCapacity.
+  top_k_tracker(std::uint32_t k, double phi, std::uint32_t capacity = 0,
+                std::uint64_t seed = kDefaultSeed);
+
+  // Records the item's estimate (out of n items in all): updates its candidate, or inserts
+  // it when a slot is free or when `estimate` exceeds the smallest candidate's (evicted; a
+  // heavy evicted candidate gets a leave event). An item that becomes heavy, estimate ≥ φ·n
+  // with n > 0 and estimate > 0, gets an enter event. A heavy item whose share falls is
+  // noticed by the next refresh(). An estimate of 0 is ignored. No allocation.
+  void offer(hash128 h, std::string_view item, std::uint64_t estimate, std::uint64_t n) noexcept;
+
+  // Re-estimates every candidate with `estimate_of_hash(hash128) -> uint64` (after a window
+  // slides, estimates can drop), restores the heap, records leave events for heavy candidates
+  // no longer ≥ φ·n and enter events for new ones, and forgets candidates whose estimate
+  // is 0. Call it after each rotation, once per batch, and before reading top(). O(c log c)
+  // at most, no allocation.
+  template <class Estimator>
+  void refresh(Estimator&& estimate_of_hash, std::uint64_t n) {
+    for (std::uint32_t i = 0; i < size_; ++i) {
+      slots_[i].estimate = static_cast<std::uint64_t>(estimate_of_hash(slots_[i].hash));
+    }
+    settle(n);
+  }
+
+  // The events recorded since the last call, oldest first.
+  [[nodiscard]] std::vector<heavy_event> drain_events();
+  // Events dropped because the buffer was full, since construction.
+  [[nodiscard]] std::uint64_t dropped_events() const noexcept { return dropped_events_; }
+
+  // At most k candidates with a positive estimate, by estimate (the last offered or
+  // refreshed) from highest, ties by item bytes then hash.
+  [[nodiscard]] std::vector<entry> top() const;
+
+  [[nodiscard]] std::uint32_t k() const noexcept { return k_; }
+  [[nodiscard]] double phi() const noexcept { return phi_; }
+  [[nodiscard]] std::uint32_t capacity() const noexcept { return capacity_; }
+  [[nodiscard]] std::uint32_t size() const noexcept { return size_; }
+  [[nodiscard]] std::uint64_t seed() const noexcept { return seed_; }
+  // Bytes of the fixed buffers (candidates, item bytes, index, heap, events).
+  [[nodiscard]] std::size_t size_bytes() const noexcept;
+
+  // Forgets every candidate and pending event.
+  void clear() noexcept;
+
+  // The candidate set (not the pending events) as one record of the library's binary format
+  // (sketch/serialize.h).
+  [[nodiscard]] std::string serialize() const;
+  // Reads a record written by serialize(). Throws format_error when the input is corrupt,
+  // truncated, of another structure or holds parameters this class does not accept.
+  [[nodiscard]] static top_k_tracker deserialize(std::string_view record);
+
+ private:
+  static constexpr std::uint32_t kEmpty = UINT32_MAX;
+
+  struct slot {
+    hash128 hash;
+    std::uint64_t estimate = 0;
+    std::uint32_t heap_pos = 0;
+    std::uint16_t length = 0;
+    bool heavy = false;
+  };
+  struct event_record {
+    enum heavy_event::kind kind = heavy_event::kind::enter;
+    std::uint16_t length = 0;
+    std::uint64_t estimate = 0;
+    std::uint64_t window_items = 0;
+    char bytes[kMaxItemBytes];
+  };
+
+  [[nodiscard]] bool is_heavy(std::uint64_t estimate, std::uint64_t n) const noexcept;
+  [[nodiscard]] std::string_view item_of(std::uint32_t s) const noexcept;
+  void store_item(std::uint32_t s, std::string_view item) noexcept;
+  void record(enum heavy_event::kind kind, std::uint32_t s, std::uint64_t n) noexcept;
+
+  [[nodiscard]] std::size_t home(hash128 h) const noexcept;
+  [[nodiscard]] std::uint32_t find(hash128 h) const noexcept;
+  void index_insert(std::uint32_t s) noexcept;
+  void index_erase(hash128 h) noexcept;
+
+  // Heap order: estimate, then hash, so the minimum is unique and eviction deterministic.
+  [[nodiscard]] bool heap_less(std::uint32_t a, std::uint32_t b) const noexcept;
+  void heap_place(std::uint32_t pos, std::uint32_t s) noexcept;
+  void sift_up(std::uint32_t pos) noexcept;
+  void sift_down(std::uint32_t pos) noexcept;
+  void rebuild() noexcept;
+  void settle(std::uint64_t n) noexcept;
+
+  std::vector<slot> slots_;           // capacity; slots [0, size_) are in use
+  std::vector<char> bytes_;           // capacity × kMaxItemBytes: slot s at s·kMaxItemBytes
+  std::vector<std::uint32_t> heap_;   // size_ slot numbers, min-heap by heap_less
+  std::vector<std::uint32_t> index_;  // linear probing on the hash: slot number or kEmpty
+  std::vector<event_record> events_;  // ring buffer
+  std::size_t event_head_ = 0;        // oldest event
+  std::size_t event_count_ = 0;
+  std::uint64_t dropped_events_ = 0;
+  std::uint64_t seed_;
+  double phi_;
+  std::uint32_t k_;
+  std::uint32_t capacity_;
+  std::uint32_t size_ = 0;
+};
+
+}  // namespace sketch

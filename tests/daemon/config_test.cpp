@@ -1,0 +1,708 @@
+#include "sketchd/config/config.h"
+#include "sketchd/commands.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sketchd {
+namespace {
+
+using std::chrono::milliseconds;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+using env_map = std::map<std::string, std::string, std::less<>>;
+
+getenv_function fake_env(env_map env) {
+  return [env = std::move(env)](std::string_view name) -> std::optional<std::string> {
+    const auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+load_result load(std::string_view yaml, env_map env = {}) {
+  return load_config_string(yaml, "test.yaml", fake_env(std::move(env)));
+}
+
+std::vector<std::string> errors_of(const load_result& r) {
+  std::vector<std::string> out;
+  for (const config_error& e : r.errors) out.push_back(e.to_string());
+  return out;
+}
+
+// The smallest valid configuration; tests append to it or replace parts of it.
+constexpr std::string_view kMinimal =
+    "kafka:\n"                          // 1
+    "  brokers: localhost:9092\n"       // 2
+    "pipelines:\n"                      // 3
+    "  - name: p\n"                     // 4
+    "    topics: [t]\n"                 // 5
+    "    item: { from: key }\n"         // 6
+    "    dedup: { capacity: 1000 }\n";  // 7
+
+// The errors of kMinimal with its line 7 (dedup) replaced by `tail`, indented by the caller.
+std::vector<std::string> pipeline_errors(std::string_view tail) {
+  return errors_of(
+      load(std::string(kMinimal.substr(0, kMinimal.rfind("    dedup"))) + std::string(tail)));
+}
+
+TEST(Config, FullConfigurationParsesToTheRightValues) {
+  const auto r = load(R"(kafka:
+  brokers: "${BROKERS:-a:1}"
+  group_id: group
+  properties:
+    client.id: me
+    linger.ms: 5
+    enable.idempotence: true
+  batch_size: 5k
+  poll_timeout: 250ms
+http:
+  listen: "[::1]:0"
+state:
+  dir: /tmp/state
+  snapshot_interval: 1m
+  discard_incompatible_snapshot: yes
+pipelines:
+  - name: clicks.v2
+    topics: [events, more-events]
+    item: { from: json, path: /user/id }
+    clock: wall
+    max_item_bytes: 2k
+    heavy_hitters:
+      window: 10m
+      buckets: 20
+      epsilon: 1e-5
+      delta: 0.01
+      top_k: 100
+      threshold: 0.05
+      conservative: false
+      alerts_topic: clicks.heavy
+    dedup:
+      window: 2h
+      capacity: 2.5M
+      fpr: 0.0001
+      generations: 8
+      output_topic: clicks.unique
+      duplicates_topic: clicks.dups
+  - name: by_header
+    topics: [events]
+    item: { from: header, name: user }
+    heavy_hitters: {}
+generator:
+  topic: events
+  rate: 20k
+  distinct: 1M
+  zipf: 1.3
+  key: false
+  format: text
+log:
+  level: debug
+  format: json
+  summary_interval: 0
+)",
+                      {{"BROKERS", "b1:9092,b2:9092"}});
+  ASSERT_TRUE(r.errors.empty()) << ::testing::PrintToString(errors_of(r));
+  ASSERT_TRUE(r.value);
+  const config& c = *r.value;
+
+  EXPECT_EQ(c.kafka.brokers, "b1:9092,b2:9092");
+  EXPECT_FALSE(c.kafka.embedded);
+  EXPECT_EQ(c.kafka.group_id, "group");
+  EXPECT_EQ(c.kafka.properties,
+            (std::map<std::string, std::string>{
+                {"client.id", "me"}, {"enable.idempotence", "true"}, {"linger.ms", "5"}}));
+  EXPECT_EQ(c.kafka.batch_size, 5000u);
+  EXPECT_EQ(c.kafka.poll_timeout, milliseconds(250));
+
+  EXPECT_EQ(c.http.listen, "[::1]:0");
+  EXPECT_EQ(c.http.host, "::1");
+  EXPECT_EQ(c.http.port, 0);
+
+  EXPECT_EQ(c.state.dir, "/tmp/state");
+  EXPECT_EQ(c.state.snapshot_interval, std::chrono::minutes(1));
+  EXPECT_TRUE(c.state.discard_incompatible_snapshot);
+
+  ASSERT_EQ(c.pipelines.size(), 2u);
+  const pipeline_config& p = c.pipelines[0];
+  EXPECT_EQ(p.name, "clicks.v2");
+  EXPECT_THAT(p.topics, ElementsAre("events", "more-events"));
+  EXPECT_EQ(p.item.from, item_source::json);
+  EXPECT_EQ(p.item.path, "/user/id");
+  EXPECT_EQ(p.clock, clock_kind::wall);
+  EXPECT_EQ(p.max_item_bytes, 2000u);
+  ASSERT_TRUE(p.heavy_hitters);
+  EXPECT_EQ(p.heavy_hitters->window, std::chrono::minutes(10));
+  EXPECT_EQ(p.heavy_hitters->buckets, 20u);
+  EXPECT_DOUBLE_EQ(p.heavy_hitters->epsilon, 1e-5);
+  EXPECT_DOUBLE_EQ(p.heavy_hitters->delta, 0.01);
+  EXPECT_EQ(p.heavy_hitters->top_k, 100u);
+  EXPECT_DOUBLE_EQ(p.heavy_hitters->threshold, 0.05);
+  EXPECT_FALSE(p.heavy_hitters->conservative);
+  EXPECT_EQ(p.heavy_hitters->alerts_topic, "clicks.heavy");
+  ASSERT_TRUE(p.dedup);
+  EXPECT_EQ(p.dedup->window, std::chrono::hours(2));
+  EXPECT_EQ(p.dedup->capacity, 2'500'000u);
+  EXPECT_DOUBLE_EQ(p.dedup->fpr, 0.0001);
+  EXPECT_EQ(p.dedup->generations, 8u);
+  EXPECT_EQ(p.dedup->output_topic, "clicks.unique");
+  EXPECT_EQ(p.dedup->duplicates_topic, "clicks.dups");
+
+  const pipeline_config& q = c.pipelines[1];
+  EXPECT_EQ(q.item.from, item_source::header);
+  EXPECT_EQ(q.item.header, "user");
+  ASSERT_TRUE(q.heavy_hitters);
+  EXPECT_EQ(q.heavy_hitters->top_k, 20u);
+  EXPECT_FALSE(q.dedup);
+
+  ASSERT_TRUE(c.generator);
+  EXPECT_EQ(c.generator->topic, "events");
+  EXPECT_EQ(c.generator->rate, 20'000u);
+  EXPECT_EQ(c.generator->distinct, 1'000'000u);
+  EXPECT_DOUBLE_EQ(c.generator->zipf, 1.3);
+  EXPECT_FALSE(c.generator->key);
+  EXPECT_EQ(c.generator->format, generator_format::text);
+
+  EXPECT_EQ(c.log.level, log_level::debug);
+  EXPECT_EQ(c.log.format, log_format::json);
+  EXPECT_EQ(c.log.summary_interval, milliseconds(0));
+}
+
+TEST(Config, LeftOutKeysTakeTheirDefaults) {
+  const auto r = load(kMinimal);
+  ASSERT_TRUE(r.value) << ::testing::PrintToString(errors_of(r));
+  const config& c = *r.value;
+  EXPECT_EQ(c.kafka.group_id, "sketchd");
+  EXPECT_TRUE(c.kafka.properties.empty());
+  EXPECT_EQ(c.kafka.batch_size, 1000u);
+  EXPECT_EQ(c.kafka.poll_timeout, milliseconds(100));
+  EXPECT_EQ(c.http.host, "127.0.0.1");
+  EXPECT_EQ(c.http.port, 9464);
+  EXPECT_FALSE(c.state.dir);
+  EXPECT_EQ(c.state.snapshot_interval, std::chrono::seconds(30));
+  EXPECT_FALSE(c.state.discard_incompatible_snapshot);
+  const pipeline_config& p = c.pipelines.at(0);
+  EXPECT_EQ(p.item.from, item_source::key);
+  EXPECT_EQ(p.clock, clock_kind::event);
+  EXPECT_EQ(p.max_item_bytes, 1024u);
+  EXPECT_FALSE(p.heavy_hitters);
+  ASSERT_TRUE(p.dedup);
+  EXPECT_EQ(p.dedup->window, std::chrono::hours(1));
+  EXPECT_EQ(p.dedup->capacity, 1000u);
+  EXPECT_DOUBLE_EQ(p.dedup->fpr, 0.001);
+  EXPECT_EQ(p.dedup->generations, 4u);
+  EXPECT_FALSE(p.dedup->output_topic);
+  EXPECT_FALSE(c.generator);
+  EXPECT_EQ(c.log.level, log_level::info);
+  EXPECT_EQ(c.log.format, log_format::text);
+  EXPECT_EQ(c.log.summary_interval, std::chrono::seconds(10));
+}
+
+TEST(Config, SectionWithoutBodyIsPresentWithItsDefaults) {
+  const auto r = load(
+      "kafka:\n"
+      "  embedded:\n"
+      "pipelines:\n"
+      "  - name: p\n"
+      "    topics: [t]\n"
+      "    item: { from: value }\n"
+      "    heavy_hitters:\n");
+  ASSERT_TRUE(r.value) << ::testing::PrintToString(errors_of(r));
+  ASSERT_TRUE(r.value->kafka.embedded);
+  EXPECT_EQ(r.value->kafka.embedded->brokers, 1);
+  EXPECT_EQ(r.value->kafka.embedded->partitions, 4);
+  EXPECT_TRUE(r.value->kafka.brokers.empty());
+  ASSERT_TRUE(r.value->pipelines.at(0).heavy_hitters);
+  EXPECT_EQ(r.value->pipelines[0].heavy_hitters->window, std::chrono::minutes(5));
+}
+
+TEST(Config, EmbeddedClusterTakesItsSizes) {
+  const auto r = load(std::string("kafka:\n  embedded: { brokers: 3, partitions: 16 }\n") +
+                      std::string(kMinimal.substr(kMinimal.find("pipelines"))));
+  ASSERT_TRUE(r.value) << ::testing::PrintToString(errors_of(r));
+  EXPECT_EQ(r.value->kafka.embedded->brokers, 3);
+  EXPECT_EQ(r.value->kafka.embedded->partitions, 16);
+}
+
+// --- One test per kind of error, with its exact position. ---------------------------------
+
+TEST(ConfigErrors, UnknownKeyIsReportedAtTheKeyWithASuggestion) {
+  EXPECT_THAT(pipeline_errors("    heavy_hitters:\n"
+                              "      epsilson: 0.1\n"),
+              ElementsAre("test.yaml:8:7: unknown key \"epsilson\" in pipelines[0].heavy_hitters "
+                          "(did you mean \"epsilon\"?)"));
+}
+
+TEST(ConfigErrors, UnknownKeyWithoutCloseMatchListsTheKnownKeys) {
+  const auto r = load(std::string(kMinimal) + "metrics: {}\n");
+  EXPECT_THAT(errors_of(r), ElementsAre("test.yaml:8:1: unknown key \"metrics\" at the top level "
+                                        "(known keys: kafka, http, state, pipelines, generator, "
+                                        "log)"));
+}
+
+TEST(ConfigErrors, WrongTypeNamesWhatWasExpected) {
+  const auto r = load(
+      "kafka:\n"
+      "  brokers: b\n"
+      "  batch_size: [1]\n"
+      "pipelines:\n"
+      "  - name: p\n"
+      "    topics: t\n"
+      "    item: key\n"
+      "    dedup: { capacity: 1 }\n");
+  EXPECT_THAT(errors_of(r),
+              ElementsAre("test.yaml:3:15: kafka.batch_size: expected a count, got a list",
+                          "test.yaml:6:13: pipelines[0].topics: expected a list, got a scalar",
+                          "test.yaml:7:11: pipelines[0].item: expected a mapping, got a scalar"));
+}
+
+TEST(ConfigErrors, MissingRequiredKeyPointsAtTheParentMapping) {
+  const auto r = load(
+      "kafka:\n"
+      "  brokers: b\n"
+      "pipelines:\n"
+      "  - topics: [t]\n"
+      "    item: { from: key }\n"
+      "    dedup:\n"
+      "      window: 1h\n");
+  EXPECT_THAT(errors_of(r),
+              ElementsAre("test.yaml:4:5: pipelines[0]: missing required key \"name\"",
+                          "test.yaml:7:7: pipelines[0].dedup: missing required key \"capacity\""));
+
+  EXPECT_THAT(errors_of(load("kafka: { brokers: b }\n")),
+              ElementsAre("test.yaml:1:1: missing required key \"pipelines\""));
+  EXPECT_THAT(errors_of(load("log: {}\npipelines: []\n")),
+              ElementsAre("test.yaml:1:1: missing required key \"kafka\"",
+                          "test.yaml:2:12: pipelines: needs at least one pipeline"));
+}
+
+TEST(ConfigErrors, OutOfRangeValueShowsTheRange) {
+  EXPECT_THAT(
+      pipeline_errors("    heavy_hitters:\n"
+                      "      epsilon: 1.5\n"
+                      "      top_k: 0\n"
+                      "      threshold: 1.01\n"),
+      ElementsAre("test.yaml:8:16: pipelines[0].heavy_hitters.epsilon: must be in (0, 1), "
+                  "got 1.5",
+                  "test.yaml:9:14: pipelines[0].heavy_hitters.top_k: must be in [1, 1000], "
+                  "got 0",
+                  "test.yaml:10:18: pipelines[0].heavy_hitters.threshold: must be in (0, 1], "
+                  "got 1.01"));
+}
+
+TEST(ConfigErrors, DurationWithoutUnitIsAnError) {
+  EXPECT_THAT(pipeline_errors("    dedup:\n"
+                              "      capacity: 10\n"
+                              "      window: 3600\n"),
+              ElementsAre("test.yaml:9:15: pipelines[0].dedup.window: duration needs a unit (ms, "
+                          "s, m, h, d), got \"3600\""));
+}
+
+TEST(ConfigErrors, BadCountIsAnError) {
+  EXPECT_THAT(pipeline_errors("    dedup:\n"
+                              "      capacity: 10X\n"),
+              ElementsAre("test.yaml:8:17: pipelines[0].dedup.capacity: unknown count suffix \"X\" "
+                          "(use k, M or G), got \"10X\""));
+}
+
+TEST(ConfigErrors, UnsetEnvironmentVariableIsAnErrorAtItsScalar) {
+  const auto r = load(
+      "kafka:\n"
+      "  brokers: \"${KAFKA_BROKERS}\"\n"
+      "  group_id: ${GROUP:-sketchd}\n" +
+      std::string(kMinimal.substr(kMinimal.find("pipelines"))));
+  EXPECT_THAT(errors_of(r),
+              ElementsAre("test.yaml:2:12: kafka.brokers: environment variable KAFKA_BROKERS is "
+                          "not set (write ${KAFKA_BROKERS:-default} to give a default)"));
+}
+
+TEST(ConfigErrors, YamlSyntaxErrorIsReportedWithItsPosition) {
+  const auto r = load(
+      "kafka:\n"
+      "  brokers: [a, b\n"
+      "pipelines: []\n");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_FALSE(r.value);
+  EXPECT_EQ(r.errors[0].line, 3);
+  EXPECT_EQ(r.errors[0].column, 10);
+  EXPECT_THAT(r.errors[0].message, HasSubstr("invalid YAML: "));
+}
+
+TEST(ConfigErrors, DuplicatePipelineNameIsAnError) {
+  const auto r = load(std::string(kMinimal) +
+                      "  - name: p\n"
+                      "    topics: [u]\n"
+                      "    item: { from: value }\n"
+                      "    dedup: { capacity: 1 }\n");
+  EXPECT_THAT(errors_of(r), ElementsAre("test.yaml:8:11: pipelines[1].name: duplicate pipeline "
+                                        "name \"p\" (first at line 4)"));
+}
+
+TEST(ConfigErrors, BadEnumValueListsTheChoices) {
+  EXPECT_THAT(pipeline_errors("    clock: processing\n"
+                              "    dedup: { capacity: 1 }\n"),
+              ElementsAre("test.yaml:7:12: pipelines[0].clock: expected one of event, wall, got "
+                          "\"processing\""));
+  const auto r = load(std::string(kMinimal) + "log: { level: verbose }\n");
+  EXPECT_THAT(errors_of(r), ElementsAre("test.yaml:8:15: log.level: expected one of trace, debug, "
+                                        "info, warn, error, critical, off, got \"verbose\""));
+}
+
+TEST(ConfigErrors, DuplicateKeyIsAnError) {
+  const auto r = load(
+      "kafka:\n"
+      "  brokers: a\n"
+      "  brokers: b\n" +
+      std::string(kMinimal.substr(kMinimal.find("pipelines"))));
+  EXPECT_THAT(errors_of(r),
+              ElementsAre("test.yaml:3:3: duplicate key \"brokers\" in kafka (first at line 2)"));
+}
+
+TEST(ConfigErrors, EveryErrorOfTheFileIsReportedInOrder) {
+  const auto r = load(
+      "kafka:\n"                             // 1
+      "  brokers: b\n"                       // 2
+      "  poll_timeout: 5\n"                  // 3  no unit
+      "http:\n"                              // 4
+      "  listen: \"localhost:70000\"\n"      // 5  port out of range
+      "pipelines:\n"                         // 6
+      "  - name: \"bad name\"\n"             // 7  invalid name
+      "    topics: [t, t]\n"                 // 8  listed twice
+      "    item: { from: json }\n"           // 9  json needs a path
+      "    heavy_hitters:\n"                 // 10
+      "      buckets: 2000\n"                // 11 out of range
+      "      conservative: maybe\n"          // 12 not a boolean
+      "  - name: q\n"                        // 13 needs heavy_hitters or dedup
+      "    topics: [u]\n"                    // 14
+      "    item: { from: key, path: /x }\n"  // 15 path only with json
+      "log:\n"                               // 16
+      "  summary_interval: 10 s\n");         // 17
+  EXPECT_THAT(
+      errors_of(r),
+      ElementsAre(
+          "test.yaml:3:17: kafka.poll_timeout: duration needs a unit (ms, s, m, h, d), got \"5\"",
+          "test.yaml:5:11: http.listen: the port must be a number in [0, 65535] (0: any free "
+          "port), got \"localhost:70000\"",
+          "test.yaml:7:11: pipelines[0].name: must be 1 to 128 letters, digits, \"_\", \".\" or "
+          "\"-\", got \"bad name\"",
+          "test.yaml:8:17: pipelines[0].topics[1]: topic \"t\" is listed twice",
+          "test.yaml:9:11: pipelines[0].item: missing required key \"path\"",
+          "test.yaml:11:16: pipelines[0].heavy_hitters.buckets: must be in [1, 1000], got 2000",
+          "test.yaml:12:21: pipelines[0].heavy_hitters.conservative: expected true or false, got "
+          "\"maybe\"",
+          "test.yaml:13:5: pipelines[1]: needs heavy_hitters, dedup or both",
+          "test.yaml:15:24: pipelines[1].item.path: only used with from: json",
+          "test.yaml:17:21: log.summary_interval: unknown duration unit \" s\" (use ms, s, m, h, "
+          "d), got \"10 s\""));
+  EXPECT_FALSE(r.value);
+}
+
+TEST(ConfigErrors, CrossFieldRulesAreChecked) {
+  // φ ≤ ε: the Count-Min error alone could make every item look heavy.
+  EXPECT_THAT(pipeline_errors("    heavy_hitters: { epsilon: 0.01, threshold: 0.01 }\n"),
+              ElementsAre("test.yaml:7:48: pipelines[0].heavy_hitters.threshold: must be greater "
+                          "than epsilon (0.01), since an estimate may exceed the true count by "
+                          "epsilon times the window's items, got 0.01"));
+  EXPECT_THAT(pipeline_errors("    heavy_hitters: { window: 5ms, buckets: 10 }\n"),
+              ElementsAre("test.yaml:7:30: pipelines[0].heavy_hitters.window: must be at least 1ms "
+                          "per bucket (10 buckets), got 5ms"));
+  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1, output_topic: t }\n"),
+              ElementsAre("test.yaml:7:41: pipelines[0].dedup.output_topic: must not be one of the "
+                          "pipeline's topics (the pipeline would read its own output)"));
+  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1, output_topic: o, duplicates_topic: o }\n"),
+              ElementsAre("test.yaml:7:62: pipelines[0].dedup.duplicates_topic: must differ from "
+                          "output_topic"));
+  EXPECT_THAT(errors_of(load(std::string("kafka: { brokers: b, embedded: {} }\n") +
+                             std::string(kMinimal.substr(kMinimal.find("pipelines"))))),
+              ElementsAre("test.yaml:1:22: kafka: give either brokers or embedded, not both"));
+  EXPECT_THAT(errors_of(load(std::string("kafka:\n  group_id: g\n") +
+                             std::string(kMinimal.substr(kMinimal.find("pipelines"))))),
+              ElementsAre("test.yaml:2:3: kafka: missing required key \"brokers\" (or "
+                          "\"embedded\" for an in-process cluster)"));
+}
+
+TEST(ConfigErrors, PropertiesSetElsewhereAreRejected) {
+  const auto r = load(
+      "kafka:\n"
+      "  brokers: b\n"
+      "  properties:\n"
+      "    group.id: other\n"
+      "    sasl.password: \"${PASSWORD}\"\n" +
+          std::string(kMinimal.substr(kMinimal.find("pipelines"))),
+      {{"PASSWORD", "hunter2"}});
+  EXPECT_THAT(errors_of(r), ElementsAre("test.yaml:4:5: kafka.properties[\"group.id\"]: set "
+                                        "kafka.group_id instead"));
+}
+
+TEST(ConfigErrors, ItemSourcesNeedTheirParameters) {
+  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1 }\n").size(), 0u);
+  const auto errors =
+      errors_of(load("kafka: { brokers: b }\n"
+                     "pipelines:\n"
+                     "  - name: a\n"
+                     "    topics: [t]\n"
+                     "    item: { from: json, path: user.id }\n"
+                     "    dedup: { capacity: 1 }\n"
+                     "  - name: b\n"
+                     "    topics: [t]\n"
+                     "    item: { from: header }\n"
+                     "    dedup: { capacity: 1 }\n"
+                     "  - name: c\n"
+                     "    topics: [t]\n"
+                     "    item: { from: json, path: \"/a~2\" }\n"
+                     "    dedup: { capacity: 1 }\n"));
+  EXPECT_THAT(errors,
+              ElementsAre("test.yaml:5:31: pipelines[0].item.path: expected a JSON pointer "
+                          "such as /user/id (RFC 6901), got \"user.id\"",
+                          "test.yaml:9:11: pipelines[1].item: missing required key \"name\"",
+                          "test.yaml:13:31: pipelines[2].item.path: expected a JSON pointer "
+                          "such as /user/id (RFC 6901), got \"/a~2\""));
+}
+
+TEST(ConfigErrors, EmptyAndMultiDocumentFilesAreErrors) {
+  EXPECT_THAT(errors_of(load("")),
+              ElementsAre("test.yaml:1:1: the configuration is empty: it needs at least kafka and "
+                          "pipelines"));
+  EXPECT_THAT(errors_of(load("# only a comment\n")), ::testing::SizeIs(1));
+  EXPECT_THAT(errors_of(load("- a\n- b\n")),
+              ElementsAre("test.yaml:1:1: expected a mapping of sections (kafka, pipelines, …), "
+                          "got a list"));
+  EXPECT_THAT(errors_of(load(std::string(kMinimal) + "---\nkafka: {}\n")),
+              ElementsAre("test.yaml:9:1: only one YAML document is allowed (remove the \"---\")"));
+}
+
+TEST(ConfigErrors, HttpListenAddressIsChecked) {
+  const auto listen_errors = [](std::string_view listen) {
+    return errors_of(
+        load(std::string(kMinimal) + "http: { listen: \"" + std::string(listen) + "\" }\n"));
+  };
+  EXPECT_THAT(listen_errors("0.0.0.0:9464"), ::testing::IsEmpty());
+  EXPECT_THAT(listen_errors("[::]:65535"), ::testing::IsEmpty());
+  EXPECT_THAT(listen_errors("9464"), ElementsAre(HasSubstr("expected HOST:PORT")));
+  EXPECT_THAT(listen_errors(":9464"), ElementsAre(HasSubstr("needs a host")));
+  EXPECT_THAT(listen_errors("::1:9464"), ElementsAre(HasSubstr("needs brackets")));
+  EXPECT_THAT(listen_errors("localhost:http"), ElementsAre(HasSubstr("the port must be")));
+  EXPECT_THAT(listen_errors("localhost:65536"), ElementsAre(HasSubstr("the port must be")));
+}
+
+TEST(ConfigErrors, MissingFileIsOneClearError) {
+  const auto r = load_config_file("/nonexistent/sketchd.yaml");
+  EXPECT_FALSE(r.value);
+  EXPECT_THAT(errors_of(r), ElementsAre("/nonexistent/sketchd.yaml: cannot read the file: No such "
+                                        "file or directory"));
+}
+
+// --- Values. ---------------------------------------------------------------------------
+
+TEST(ConfigValues, SubstitutionUsesTheEnvironmentOrTheDefault) {
+  const auto env = fake_env({{"HOST", "kafka"}, {"EMPTY", ""}});
+  EXPECT_EQ(substitute_variables("${HOST}:9092", env), "kafka:9092");
+  EXPECT_EQ(substitute_variables("${HOST:-localhost}", env), "kafka");
+  EXPECT_EQ(substitute_variables("${PORT:-9092}", env), "9092");
+  EXPECT_EQ(substitute_variables("${EMPTY:-fallback}", env), "fallback");
+  EXPECT_EQ(substitute_variables("${EMPTY}", env), "");
+  EXPECT_EQ(substitute_variables("${UNSET:-}", env), "");
+  EXPECT_EQ(substitute_variables("${UNSET:-a:-b}", env), "a:-b");
+  EXPECT_EQ(substitute_variables("cost: $$5 and $${HOST}", env), "cost: $5 and ${HOST}");
+  EXPECT_EQ(substitute_variables("$HOST $ 5$", env), "$HOST $ 5$");
+  EXPECT_EQ(substitute_variables("${HOST}${HOST}", env), "kafkakafka");
+  EXPECT_THROW((void)substitute_variables("${UNSET}", env), std::invalid_argument);
+  EXPECT_THROW((void)substitute_variables("${HOST", env), std::invalid_argument);
+  EXPECT_THROW((void)substitute_variables("${1X}", env), std::invalid_argument);
+  EXPECT_THROW((void)substitute_variables("${}", env), std::invalid_argument);
+}
+
+TEST(ConfigValues, SubstitutionAppliesToEveryKindOfValue) {
+  const auto r = load(
+      "kafka:\n"
+      "  brokers: ${B}\n"
+      "  batch_size: ${BATCH:-2k}\n"
+      "state:\n"
+      "  dir: \"${STATE_DIR:-}\"\n"
+      "pipelines:\n"
+      "  - name: ${NAME}\n"
+      "    topics: [\"${TOPIC}\"]\n"
+      "    item: { from: \"${FROM}\" }\n"
+      "    dedup: { capacity: \"${CAP}\", window: \"${W:-2h}\", output_topic: \"${OUT:-}\" }\n",
+      {{"B", "k:1"}, {"NAME", "n"}, {"TOPIC", "tt"}, {"FROM", "value"}, {"CAP", "1M"}});
+  ASSERT_TRUE(r.value) << ::testing::PrintToString(errors_of(r));
+  EXPECT_EQ(r.value->kafka.brokers, "k:1");
+  EXPECT_EQ(r.value->kafka.batch_size, 2000u);
+  EXPECT_FALSE(r.value->state.dir);
+  EXPECT_EQ(r.value->pipelines[0].name, "n");
+  EXPECT_THAT(r.value->pipelines[0].topics, ElementsAre("tt"));
+  EXPECT_EQ(r.value->pipelines[0].item.from, item_source::value);
+  EXPECT_EQ(r.value->pipelines[0].dedup->capacity, 1'000'000u);
+  EXPECT_EQ(r.value->pipelines[0].dedup->window, std::chrono::hours(2));
+  EXPECT_FALSE(r.value->pipelines[0].dedup->output_topic);
+}
+
+TEST(ConfigValues, DurationsTakeAnIntegerAndAUnit) {
+  const std::pair<std::string_view, std::int64_t> good[] = {
+      {"0", 0},           {"0s", 0},        {"1ms", 1},        {"500ms", 500},
+      {"30s", 30'000},    {"5m", 300'000},  {"1h", 3'600'000}, {"7d", 604'800'000},
+      {"90m", 5'400'000}, {"0010s", 10'000}};
+  for (const auto& [text, ms] : good) {
+    EXPECT_EQ(parse_duration(text), milliseconds(ms)) << text;
+  }
+  const std::pair<std::string_view, std::string_view> bad[] = {
+      {"30", "duration needs a unit (ms, s, m, h, d)"},
+      {"1.5h", "a duration is a whole number of its unit (write 90m, not 1.5h)"},
+      {"5 m", "unknown duration unit \" m\" (use ms, s, m, h, d)"},
+      {"5min", "unknown duration unit \"min\" (use ms, s, m, h, d)"},
+      {"-5s", "a duration cannot be negative"},
+      {"", "expected a duration such as 500ms, 30s, 5m, 1h or 7d"},
+      {"s", "expected a duration such as 500ms, 30s, 5m, 1h or 7d"},
+      {"200000000000d", "duration is too large"},
+      {"99999999999999999999ms", "duration is too large"}};
+  for (const auto& [text, message] : bad) {
+    try {
+      (void)parse_duration(text);
+      ADD_FAILURE() << "no error for \"" << text << "\"";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(e.what(), message) << text;
+    }
+  }
+}
+
+TEST(ConfigValues, CountsTakeDecimalSuffixes) {
+  const std::pair<std::string_view, std::uint64_t> good[] = {
+      {"0", 0},
+      {"1000", 1000},
+      {"10k", 10'000},
+      {"10M", 10'000'000},
+      {"2G", 2'000'000'000},
+      {"1.5k", 1500},
+      {"2.25M", 2'250'000},
+      {"0.001G", 1'000'000},
+      {"3.000", 3},
+      {"18446744073709551615", 18446744073709551615ULL}};
+  for (const auto& [text, n] : good) {
+    EXPECT_EQ(parse_count(text), n) << text;
+  }
+  const std::pair<std::string_view, std::string_view> bad[] = {
+      {"1.5", "a count must be a whole number"},
+      {"1.0001k", "a count must be a whole number"},
+      {"10m", "unknown count suffix \"m\" (use k, M or G)"},
+      {"10 k", "unknown count suffix \" k\" (use k, M or G)"},
+      {"-1", "a count cannot be negative"},
+      {"", "expected a count (a whole number, optionally with k, M or G)"},
+      {"k", "expected a count (a whole number, optionally with k, M or G)"},
+      {"1e6", "unknown count suffix \"e6\" (use k, M or G)"},
+      {"18446744073709551616", "count is too large"},
+      {"18446744073709552k", "count is too large"}};
+  for (const auto& [text, message] : bad) {
+    try {
+      (void)parse_count(text);
+      ADD_FAILURE() << "no error for \"" << text << "\"";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(e.what(), message) << text;
+    }
+  }
+}
+
+TEST(ConfigValues, RealsTakeDecimalAndScientificNotation) {
+  EXPECT_DOUBLE_EQ(parse_real("0.001"), 0.001);
+  EXPECT_DOUBLE_EQ(parse_real("1e-3"), 0.001);
+  EXPECT_DOUBLE_EQ(parse_real("+2.5E2"), 250);
+  EXPECT_DOUBLE_EQ(parse_real("-1"), -1);
+  EXPECT_DOUBLE_EQ(parse_real(".5"), 0.5);
+  for (std::string_view text : {"", "abc", "1.5x", "nan", "inf", "1e999", "+-1", "0x10"}) {
+    EXPECT_THROW((void)parse_real(text), std::invalid_argument) << text;
+  }
+}
+
+TEST(ConfigValues, DurationsPrintInTheirShortestExactUnit) {
+  EXPECT_EQ(format_duration(milliseconds(0)), "0s");
+  EXPECT_EQ(format_duration(milliseconds(1500)), "1500ms");
+  EXPECT_EQ(format_duration(milliseconds(90'000)), "90s");
+  EXPECT_EQ(format_duration(milliseconds(5'400'000)), "90m");
+  EXPECT_EQ(format_duration(std::chrono::hours(48)), "2d");
+}
+
+TEST(ConfigValues, TopicNamesFollowKafkasRules) {
+  EXPECT_TRUE(is_valid_topic_name("clicks.unique-v2_x"));
+  EXPECT_TRUE(is_valid_topic_name(std::string(249, 'a')));
+  EXPECT_FALSE(is_valid_topic_name(std::string(250, 'a')));
+  EXPECT_FALSE(is_valid_topic_name(""));
+  EXPECT_FALSE(is_valid_topic_name("."));
+  EXPECT_FALSE(is_valid_topic_name(".."));
+  EXPECT_FALSE(is_valid_topic_name("a b"));
+  EXPECT_FALSE(is_valid_topic_name("a:1"));
+}
+
+TEST(ConfigValues, SecretPropertiesAreRedactedForLogging) {
+  EXPECT_TRUE(is_secret_property("sasl.password"));
+  EXPECT_TRUE(is_secret_property("SASL.PASSWORD"));
+  EXPECT_TRUE(is_secret_property("sasl.oauthbearer.client.secret"));
+  EXPECT_TRUE(is_secret_property("sasl.jaas.config"));
+  EXPECT_TRUE(is_secret_property("ssl.key.password"));
+  EXPECT_TRUE(is_secret_property("ssl.key.pem"));
+  EXPECT_FALSE(is_secret_property("sasl.username"));
+  EXPECT_FALSE(is_secret_property("ssl.ca.location"));
+  EXPECT_EQ(redact_property("sasl.password", "hunter2"), "<redacted>");
+  EXPECT_EQ(redact_property("client.id", "me"), "me");
+}
+
+TEST(ConfigValues, EnumsFormatWithTheirConfigurationNames) {
+  EXPECT_EQ(fmt::format("{} {} {} {} {}", item_source::header, clock_kind::wall,
+                        generator_format::json, log_level::warn, log_format::text),
+            "header wall json warn text");
+  EXPECT_EQ(fmt::format("{}", config_error{"f.yaml", 3, 7, "bad"}), "f.yaml:3:7: bad");
+}
+
+// --- Files. ----------------------------------------------------------------------------
+
+TEST(ConfigFiles, ExampleConfigurationIsValid) {
+  const std::string path = std::string(SKETCHD_SOURCE_DIR) + "/config/example.yaml";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto r = load_config_string(text, path, fake_env({}));
+  ASSERT_TRUE(r.value) << ::testing::PrintToString(errors_of(r));
+  EXPECT_EQ(r.value->kafka.brokers, "localhost:9092");
+  EXPECT_EQ(r.value->state.dir, "/var/lib/sketchd");
+  EXPECT_EQ(r.value->pipelines.size(), 2u);
+  EXPECT_EQ(r.value->pipelines[0].dedup->capacity, 10'000'000u);
+}
+
+class CheckConfigCommand : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = (std::filesystem::temp_directory_path() /
+             fmt::format("sketchd-config-test-{}.yaml",
+                         ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+                .string();
+  }
+  void TearDown() override { std::filesystem::remove(path_); }
+  void write(std::string_view text) const { std::ofstream(path_) << text; }
+
+  std::string path_;
+};
+
+TEST_F(CheckConfigCommand, ValidFilePrintsOkAndExitsZero) {
+  write(kMinimal);
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(check_config_command(path_), 0);
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(), path_ + ": ok (1 pipeline)\n");
+}
+
+TEST_F(CheckConfigCommand, InvalidFilePrintsEveryErrorAndExitsOne) {
+  write("kafka: { brokers: b, batch_size: 0 }\npipelines: []\n");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(check_config_command(path_), 1);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+            path_ + ":1:34: kafka.batch_size: must be in [1, 100000], got 0\n" + path_ +
+                ":2:12: pipelines: needs at least one pipeline\n");
+}
+
+}  // namespace
+}  // namespace sketchd

@@ -1,0 +1,108 @@
+// Building librdkafka clients from the user's properties, and the errors that come out:
+// messages name the property and the context, never a property's value.
+#include "sketchd/kafka/client.h"
+#include "sketchd/kafka/error.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+
+namespace sketchd::kafka {
+namespace {
+
+constexpr std::string_view kSecret = "hunter2-s3cret";
+
+bool contains(std::string_view haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string_view::npos;
+}
+
+// The kafka_error that `f` throws; fails the test when it throws nothing.
+template <typename F>
+kafka_error error_of(F&& f) {
+  try {
+    f();
+  } catch (const kafka_error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no kafka_error thrown";
+  return kafka_error("nothing", error_code::no_error);
+}
+
+TEST(ClientConfig, ValidPropertiesCreateAClient) {
+  client_config config(property_map{
+      {"client.id", "test"}, {"linger.ms", "5"}, {"sasl.password", std::string(kSecret)}});
+  const handle_ptr producer = std::move(config).create(RD_KAFKA_PRODUCER);
+  EXPECT_NE(producer, nullptr);
+}
+
+TEST(ClientConfig, UnknownPropertyIsNamedButItsValueIsNot) {
+  const kafka_error e = error_of([] {
+    client_config config(property_map{{"no.such.property", std::string(kSecret)}});
+  });
+  EXPECT_EQ(e.code(), error_code::invalid_arg);
+  EXPECT_TRUE(contains(e.what(), "no.such.property")) << e.what();
+  EXPECT_FALSE(contains(e.what(), kSecret)) << e.what();
+}
+
+TEST(ClientConfig, RejectedValueIsNotEchoed) {
+  // librdkafka's message quotes the value: Invalid value "…" for configuration property.
+  const kafka_error e = error_of([] {
+    client_config config(property_map{{"security.protocol", std::string(kSecret)}});
+  });
+  EXPECT_TRUE(contains(e.what(), "security.protocol")) << e.what();
+  EXPECT_FALSE(contains(e.what(), kSecret)) << e.what();
+  EXPECT_TRUE(contains(e.what(), "<redacted>")) << e.what();
+}
+
+TEST(ClientConfig, RangeErrorKeepsTheBoundsAndHidesTheValue) {
+  const kafka_error e = error_of([] {
+    client_config config(property_map{{"message.max.bytes", "1"}});
+  });
+  EXPECT_TRUE(contains(e.what(), "message.max.bytes")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "1000..1000000000")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "value <redacted> is outside")) << e.what();
+}
+
+TEST(ClientConfig, CreationFailureHidesPropertyValues) {
+  // Accepted by rd_kafka_conf_set(), refused by rd_kafka_new() with the value quoted.
+  client_config config(property_map{{"partition.assignment.strategy", std::string(kSecret)}});
+  const kafka_error e =
+      error_of([&config] { static_cast<void>(std::move(config).create(RD_KAFKA_CONSUMER)); });
+  EXPECT_EQ(e.code(), error_code::invalid_arg);
+  EXPECT_TRUE(contains(e.what(), "partition.assignment.strategy")) << e.what();
+  EXPECT_FALSE(contains(e.what(), kSecret)) << e.what();
+}
+
+TEST(Redact, HidesWholeValuesLongestFirstAndSparesLongerWords) {
+  EXPECT_EQ(redact("a=abcdef b=\"abc\"", {"abc", "abcdef"}), "a=<redacted> b=\"<redacted>\"");
+  EXPECT_EQ(redact("value 1 is outside allowed range 1000..1000000000", {"1"}),
+            "value <redacted> is outside allowed range 1000..1000000000");
+  EXPECT_EQ(redact("nothing to hide", {"", "secret"}), "nothing to hide");
+}
+
+TEST(KafkaError, MessageNamesOperationContextAndCode) {
+  const kafka_error e("commit offsets", error_code::rebalance_in_progress,
+                      error_context("events", 2, 17));
+  EXPECT_STREQ(e.what(),
+               "commit offsets [topic events, partition 2, offset 17]: Broker: Group rebalance in "
+               "progress (REBALANCE_IN_PROGRESS)");
+  EXPECT_EQ(e.context().partition, 2);
+  EXPECT_EQ(e.context().offset, 17);
+
+  const kafka_error bare("poll", error_code::transport, {}, "connection reset");
+  EXPECT_STREQ(bare.what(), "poll: connection reset (_TRANSPORT)");
+}
+
+TEST(KafkaError, ThrowIfErrorThrowsOnlyOnErrors) {
+  EXPECT_NO_THROW(throw_if_error(RD_KAFKA_RESP_ERR_NO_ERROR, "flush"));
+  const kafka_error e = error_of(
+      [] { throw_if_error(RD_KAFKA_RESP_ERR__TIMED_OUT, "flush", error_context("events")); });
+  EXPECT_EQ(e.code(), error_code::timed_out);
+  EXPECT_EQ(e.context().topic, "events");
+  EXPECT_EQ(to_string(error_code::timed_out), "_TIMED_OUT");
+  EXPECT_NO_THROW(throw_if_error(static_cast<rd_kafka_error_t*>(nullptr), "commit"));
+}
+
+}  // namespace
+}  // namespace sketchd::kafka

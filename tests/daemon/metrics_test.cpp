@@ -1,0 +1,58 @@
+#include "sketchd/metrics/metrics.h"
+
+#include <gtest/gtest.h>
+
+namespace sketchd::metrics {
+namespace {
+
+TEST(LabelCleaning, KeepsValidUtf8AndReplacesInvalidBytes) {
+  EXPECT_EQ(clean_label_value("plain"), "plain");
+  EXPECT_EQ(clean_label_value("caf\xc3\xa9"), "caf\xc3\xa9");
+  EXPECT_EQ(clean_label_value("a\xff" "b"), "a\xef\xbf\xbd" "b");
+  EXPECT_EQ(clean_label_value("\xc0\xaf"), "\xef\xbf\xbd\xef\xbf\xbd");  // overlong '/'
+  EXPECT_EQ(clean_label_value("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // surrogate
+  EXPECT_EQ(clean_label_value("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");  // emoji
+}
+
+TEST(LabelCleaning, CutsAtMostMaxBytesOnACharacterBoundary) {
+  const std::string long_ascii(300, 'a');
+  EXPECT_EQ(clean_label_value(long_ascii).size(), 128u);
+  std::string euros;
+  for (int i = 0; i < 100; ++i) euros += "\xe2\x82\xac";  // 3 bytes each
+  const std::string cut = clean_label_value(euros);
+  EXPECT_EQ(cut.size(), 126u);  // 42 whole characters; a 43rd would make 129 bytes
+  EXPECT_EQ(clean_label_value(cut), cut);
+}
+
+TEST(Exposition, EscapesLabelValuesAndHelp) {
+  std::vector<metric_family> f{{"m", "a\\b\nc", metric_type::counter,
+                                {{{{"item", "q\"b\\s\nn"}}, 3}, {{}, 0.25}}}};
+  EXPECT_EQ(serialize_text(f),
+            "# HELP m a\\\\b\\nc\n# TYPE m counter\nm{item=\"q\\\"b\\\\s\\nn\"} 3\nm 0.25\n");
+}
+
+TEST(Registry, MergesFamiliesOfTheSameNameAcrossCollectors) {
+  registry r;
+  r.add([](std::vector<metric_family>& out) {
+    out.push_back({"x", "h", metric_type::gauge, {{{{"p", "a"}}, 1}}});
+  });
+  r.add([](std::vector<metric_family>& out) {
+    out.push_back({"x", "h", metric_type::gauge, {{{{"p", "b"}}, 2}}});
+  });
+  EXPECT_EQ(r.scrape(), "# HELP x h\n# TYPE x gauge\nx{p=\"a\"} 1\nx{p=\"b\"} 2\n");
+}
+
+TEST(ProcessMetrics, ReportsTheStandardSeries) {
+  std::vector<metric_family> out;
+  collect_process_metrics(out);
+  std::vector<std::string> names;
+  for (const auto& f : out) names.push_back(f.name);
+  for (const char* want : {"process_cpu_seconds_total", "process_resident_memory_bytes",
+                           "process_open_fds", "process_start_time_seconds"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  }
+  for (const auto& f : out) EXPECT_GT(f.samples.at(0).value, 0) << f.name;
+}
+
+}  // namespace
+}  // namespace sketchd::metrics

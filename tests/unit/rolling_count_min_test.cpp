@@ -1,0 +1,437 @@
+#include "sketch/rolling_count_min.h"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "sketch/serialize.h"
+
+namespace sketch {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Ranks 0 … n−1 with P(r) ∝ (r + 1)^{−s}, by inverse-CDF sampling on a precomputed CDF; the
+// uniform variate is the top 53 bits of mt19937_64, the same with every standard library.
+class zipf_generator {
+ public:
+  zipf_generator(std::size_t n, double s, std::uint64_t seed) : cdf_(n), rng_(seed) {
+    double total = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      total += std::pow(static_cast<double>(i + 1), -s);
+      cdf_[i] = total;
+    }
+    for (double& c : cdf_) c /= total;
+    cdf_.back() = 1.0;
+  }
+  std::size_t operator()() {
+    const double u = static_cast<double>(rng_() >> 11) * 0x1p-53;
+    return static_cast<std::size_t>(std::upper_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
+  }
+
+ private:
+  std::vector<double> cdf_;
+  std::mt19937_64 rng_;
+};
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+// A 1 s window of 10 slices of 100 ms; w = 272, d = 5; top 5, heavy at 10%.
+rolling_count_min_options small_options() {
+  rolling_count_min_options o;
+  o.window_ms = 1000;
+  o.buckets = 10;
+  o.epsilon = 0.01;
+  o.delta = 0.01;
+  o.top_k = 5;
+  o.threshold = 0.1;
+  return o;
+}
+
+// ⌊a / b⌋ for b > 0.
+std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  return a / b - (a % b != 0 && a < 0 ? 1 : 0);
+}
+
+std::vector<heavy_event> events_of(std::vector<heavy_event> events, std::string_view item) {
+  std::erase_if(events, [&](const heavy_event& e) { return e.item != item; });
+  return events;
+}
+
+TEST(RollingCountMin, OptionsAreValidatedByName) {
+  const auto problem = [](auto change) {
+    rolling_count_min_options o = small_options();
+    change(o);
+    return error_of([&] { rolling_count_min r(o); });
+  };
+  EXPECT_EQ(problem([](auto&) {}), "(no exception)");
+  EXPECT_THAT(problem([](auto& o) { o.window_ms = 0; }), HasSubstr("window_ms"));
+  EXPECT_THAT(problem([](auto& o) { o.window_ms = -5; }), HasSubstr("window_ms"));
+  EXPECT_THAT(problem([](auto& o) { o.window_ms = 9; }), HasSubstr("window_ms"));
+  EXPECT_THAT(problem([](auto& o) { o.buckets = 0; }), HasSubstr("buckets"));
+  EXPECT_THAT(problem([](auto& o) { o.buckets = 1001; }), HasSubstr("buckets"));
+  EXPECT_THAT(problem([](auto& o) { o.epsilon = 0; }), HasSubstr("epsilon"));
+  EXPECT_THAT(problem([](auto& o) { o.delta = 1; }), HasSubstr("delta"));
+  EXPECT_THAT(problem([](auto& o) { o.top_k = 0; }), HasSubstr("top_k"));
+  EXPECT_THAT(problem([](auto& o) { o.threshold = 0; }), HasSubstr("threshold"));
+  EXPECT_THAT(problem([](auto& o) { o.threshold = 1.5; }), HasSubstr("threshold"));
+  EXPECT_THAT(problem([](auto& o) {
+                o.epsilon = 1e-6;
+                o.buckets = 1000;
+                o.window_ms = 1'000'000;
+              }),
+              HasSubstr("counters"));
+}
+
+TEST(RollingCountMin, SizesEverySliceFromEpsilonAndDelta) {
+  const rolling_count_min r(small_options());
+  EXPECT_EQ(r.slice_ms(), 100);
+  EXPECT_LE(r.epsilon(), 0.01);
+  EXPECT_LE(r.delta(), 0.01);
+  EXPECT_EQ(r.threshold(), 0.1);
+  EXPECT_EQ(r.options().top_k, 5u);
+  // 10 slices and the sum, 272 × 5 counters of 4 bytes each, plus the tracker.
+  EXPECT_EQ(r.size_bytes(), 11u * 272 * 5 * 4 + r.tracker().size_bytes());
+  EXPECT_EQ(r.window_items(), 0u);
+  EXPECT_EQ(r.error_bound(), 0.0);
+}
+
+TEST(RollingCountMin, ItemIsForgottenOnceTheWindowSlidesPastIt) {
+  rolling_count_min r(small_options());
+  for (int t = 0; t < 50; ++t) EXPECT_EQ(r.update("x", t), static_cast<std::uint64_t>(t + 1));
+  r.update("y", 999);  // slice 9: the window is slices 0 … 9
+  EXPECT_GE(r.estimate("x"), 50u);
+  EXPECT_EQ(r.window_items(), 51u);
+  r.advance(1000);  // slice 10: the window is slices 1 … 10, slice 0 is gone
+  EXPECT_EQ(r.estimate("x"), 0u);
+  EXPECT_EQ(r.estimate("y"), 1u);
+  EXPECT_EQ(r.window_items(), 1u);
+  EXPECT_EQ(r.estimate(hash_item("y", r.seed())), 1u);
+}
+
+// window_items() is exact: the number of updates (weighted) whose slice is among the last
+// `buckets` slices, where an update's slice is that of the latest time seen so far.
+TEST(RollingCountMin, WindowItemsIsTheExactCountOfTheLastBuckets) {
+  rolling_count_min r(small_options());
+  std::map<std::int64_t, std::uint64_t> per_slice;
+  std::mt19937_64 rng(21);
+  std::int64_t t = 0;
+  std::int64_t current = floor_div(t, 100);
+  for (int i = 0; i < 20'000; ++i) {
+    const std::uint64_t dice = rng() % 1000;
+    if (dice < 5) {
+      t += 1000 + static_cast<std::int64_t>(rng() % 3000);  // a jump past the window
+    } else if (dice < 50) {
+      t -= static_cast<std::int64_t>(rng() % 500);  // out of order
+    } else {
+      t += static_cast<std::int64_t>(rng() % 4);
+    }
+    const auto weight = static_cast<std::uint32_t>(1 + rng() % 5);
+    r.update(fmt::format("item-{}", rng() % 300), t, weight);
+    current = std::max(current, floor_div(t, 100));
+    per_slice[current] += weight;
+    std::uint64_t expected = 0;
+    for (auto it = per_slice.upper_bound(current - 10); it != per_slice.end(); ++it) {
+      expected += it->second;
+    }
+    ASSERT_EQ(r.window_items(), expected) << "update " << i << " at " << t;
+  }
+}
+
+// For every item and at every checkpoint: f ≤ estimate (always), and estimate ≤ f + εN for
+// all but a fraction δ + 5·sqrt(δ(1 − δ)/Q) of the Q items (Cormode & Muthukrishnan 2005,
+// Theorem 1 per item; binomial allowance of 5 standard deviations), with f the exact count
+// over the window and N = window_items().
+TEST(RollingCountMin, NeverUndercountsWithinTheWindow) {
+  constexpr std::size_t kDistinct = 2000;
+  for (bool conservative : {false, true}) {
+    rolling_count_min_options o = small_options();
+    o.window_ms = 10'000;
+    o.conservative = conservative;
+    rolling_count_min r(o);
+    std::vector<hash128> hashes;
+    std::vector<std::string> items;
+    for (std::size_t i = 0; i < kDistinct; ++i) {
+      items.push_back(fmt::format("item-{}", i));
+      hashes.push_back(hash_item(items.back(), o.seed));
+    }
+    struct arrival {
+      std::int64_t slice;
+      std::uint32_t rank;
+    };
+    std::vector<arrival> history;
+    zipf_generator zipf(kDistinct, 1.1, 31);
+    std::mt19937_64 rng(32);
+    std::int64_t t = 0;
+    for (int i = 1; i <= 60'000; ++i) {
+      t += static_cast<std::int64_t>(rng() % 4);  // 1.5 ms on average: 9 windows in all
+      const auto rank = static_cast<std::uint32_t>(zipf());
+      const std::uint64_t returned = r.update(hashes[rank], items[rank], t);
+      ASSERT_EQ(returned, r.estimate(hashes[rank]));
+      history.push_back({floor_div(t, 1000), rank});
+      if (i % 6000 != 0) continue;
+
+      std::vector<std::uint64_t> truth(kDistinct, 0);
+      std::uint64_t n = 0;
+      for (const arrival& a : history) {
+        if (a.slice > floor_div(t, 1000) - 10) {
+          ++truth[a.rank];
+          ++n;
+        }
+      }
+      ASSERT_EQ(r.window_items(), n);
+      std::size_t violations = 0;
+      for (std::size_t k = 0; k < kDistinct; ++k) {
+        const std::uint64_t e = r.estimate(hashes[k]);
+        ASSERT_GE(e, truth[k]) << items[k] << " at " << t << " conservative " << conservative;
+        if (static_cast<double>(e - truth[k]) > r.error_bound()) ++violations;
+      }
+      const double delta = r.delta();
+      EXPECT_LE(static_cast<double>(violations) / kDistinct,
+                delta + 5 * std::sqrt(delta * (1 - delta) / kDistinct));
+    }
+  }
+}
+
+// Background: one item per ms, 200 distinct, so each has 5 of the ~1000 items of a window
+// (far under φN = 100 once the window fills). Burst: 5 "hot" per ms during [200, 300), 500 in
+// slice 2, a third of the window's items, so it enters; slice 2 leaves the window at the
+// first time in slice 12 (t = 1200), when the refresh records that hot left.
+TEST(RollingCountMin, HeavyItemLeavesAfterTheWindowSlidesPastItsBurst) {
+  rolling_count_min r(small_options());
+  std::int64_t entered = -1;
+  std::int64_t left = -1;
+  for (std::int64_t t = 0; t < 2000; ++t) {
+    r.update(fmt::format("bg-{}", t % 200), t);
+    if (t >= 200 && t < 300) {
+      for (int i = 0; i < 5; ++i) r.update("hot", t);
+    }
+    for (const heavy_event& e : events_of(r.drain_events(), "hot")) {
+      if (e.kind == heavy_event::kind::enter) {
+        EXPECT_EQ(entered, -1);
+        entered = t;
+        EXPECT_GE(static_cast<double>(e.estimate), 0.1 * static_cast<double>(e.window_items));
+      } else {
+        EXPECT_EQ(left, -1);
+        left = t;
+        EXPECT_LT(static_cast<double>(e.estimate), 0.1 * static_cast<double>(e.window_items));
+      }
+    }
+    if (t == 1199) {
+      r.refresh();
+      ASSERT_FALSE(r.top().empty());
+      EXPECT_EQ(r.top()[0].item, "hot");
+      EXPECT_GE(r.top()[0].estimate, 500u);
+      EXPECT_TRUE(r.top()[0].heavy);
+    }
+  }
+  EXPECT_GE(entered, 200);
+  EXPECT_LT(entered, 300);
+  EXPECT_EQ(left, 1200);
+  r.refresh();
+  for (const auto& e : r.top()) {
+    EXPECT_NE(e.item, "hot");
+    EXPECT_FALSE(e.heavy);
+  }
+}
+
+TEST(RollingCountMin, TimeJumpBeyondTheWindowClearsEverything) {
+  rolling_count_min r(small_options());
+  for (int i = 0; i < 10; ++i) r.update("x", 0);
+  r.update("y", 950);  // slice 9
+  (void)r.drain_events();
+  r.advance(1850);  // slice 18: the window is 9 … 18, y stays
+  EXPECT_EQ(r.estimate("x"), 0u);
+  EXPECT_EQ(r.estimate("y"), 1u);
+  r.update("z", 1850 + 10 * 1000);  // ten slices or more: everything goes at once
+  EXPECT_EQ(r.estimate("y"), 0u);
+  EXPECT_EQ(r.window_items(), 1u);
+  EXPECT_EQ(r.estimate("z"), 1u);
+  // y became the whole window at 1850 (enter), then the jump took it away (leave).
+  const std::vector<heavy_event> y = events_of(r.drain_events(), "y");
+  ASSERT_FALSE(y.empty());
+  EXPECT_EQ(y.back().kind, heavy_event::kind::leave);
+  EXPECT_EQ(y.back().window_items, 0u);
+}
+
+TEST(RollingCountMin, ExtremeTimesNeitherOverflowNorThrow) {
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  rolling_count_min r(small_options());
+  r.update("a", kMin);
+  EXPECT_EQ(r.window_items(), 1u);
+  r.update("b", kMax);  // a jump of 2^64 ms: cleared
+  EXPECT_EQ(r.window_items(), 1u);
+  EXPECT_EQ(r.estimate("a"), 0u);
+  r.update("c", kMin);  // backwards: counted in the current slice
+  EXPECT_EQ(r.window_items(), 2u);
+  r.advance(kMax);
+  EXPECT_EQ(r.estimate("c"), 1u);
+}
+
+TEST(RollingCountMin, TimeGoingBackwardsNeverRotatesOrThrows) {
+  rolling_count_min r(small_options());
+  r.update("a", 500);  // slice 5
+  r.update("b", 100);  // earlier: counted in slice 5, nothing rotates
+  r.advance(50);
+  EXPECT_EQ(r.window_items(), 2u);
+  EXPECT_EQ(r.estimate("b"), 1u);
+  r.advance(1499);  // slice 14: the window is 5 … 14
+  EXPECT_EQ(r.window_items(), 2u);
+  r.advance(1500);  // slice 15: slice 5 is gone with both
+  EXPECT_EQ(r.window_items(), 0u);
+  EXPECT_EQ(r.estimate("b"), 0u);
+}
+
+TEST(RollingCountMin, NegativeTimesUseFloorSlices) {
+  rolling_count_min r(small_options());
+  r.update("a", -1);  // slice −1, [−100, 0)
+  r.advance(899);     // slice 8: the window is −1 … 8
+  EXPECT_EQ(r.estimate("a"), 1u);
+  r.advance(900);  // slice 9: the window is 0 … 9
+  EXPECT_EQ(r.estimate("a"), 0u);
+}
+
+// A saturated counter of the sum cannot be subtracted from; the rotation recomputes the sum
+// from the remaining slices, so the estimate is exact again once the big slice is gone.
+TEST(RollingCountMin, SaturatedSumIsRecomputedWhenTheSliceLeaves) {
+  rolling_count_min_options o = small_options();
+  o.window_ms = 200;
+  o.buckets = 2;
+  rolling_count_min r(o);
+  r.update("x", 0, UINT32_MAX);
+  r.update("x", 100, 10);
+  EXPECT_EQ(r.estimate("x"), std::uint64_t{UINT32_MAX} + 10);
+  EXPECT_EQ(r.window_items(), std::uint64_t{UINT32_MAX} + 10);
+  r.advance(200);
+  EXPECT_EQ(r.estimate("x"), 10u);
+  EXPECT_EQ(r.window_items(), 10u);
+}
+
+TEST(RollingCountMin, SingleBucketWindowIsTheCurrentSlice) {
+  rolling_count_min_options o = small_options();
+  o.buckets = 1;
+  rolling_count_min r(o);
+  r.update("x", 10);
+  r.update("x", 999);
+  EXPECT_EQ(r.estimate("x"), 2u);
+  r.update("y", 1000);
+  EXPECT_EQ(r.estimate("x"), 0u);
+  EXPECT_EQ(r.window_items(), 1u);
+}
+
+TEST(RollingCountMin, SerializationRoundTrips) {
+  rolling_count_min_options o = small_options();
+  o.conservative = true;
+  o.seed = 77;
+  const rolling_count_min empty(o);
+  const std::string empty_bytes = empty.serialize();
+  const rolling_count_min empty_back = rolling_count_min::deserialize(empty_bytes);
+  EXPECT_EQ(empty_back.serialize(), empty_bytes);
+  EXPECT_EQ(empty_back.options().seed, 77u);
+  EXPECT_TRUE(empty_back.options().conservative);
+
+  rolling_count_min r(o);
+  zipf_generator zipf(500, 1.1, 41);
+  std::int64_t t = 0;
+  for (int i = 0; i < 20'000; ++i) {
+    t += i % 3 == 0 ? 1 : 0;
+    r.update(fmt::format("item-{}", zipf()), t);
+  }
+  r.refresh();
+  const std::string bytes = r.serialize();
+  rolling_count_min back = rolling_count_min::deserialize(bytes);
+  EXPECT_EQ(back.serialize(), bytes);
+  EXPECT_EQ(back.window_items(), r.window_items());
+  EXPECT_EQ(back.top(), r.top());
+  EXPECT_EQ(back.slice_ms(), r.slice_ms());
+  for (int i = 0; i < 500; ++i) {
+    const std::string item = fmt::format("item-{}", i);
+    ASSERT_EQ(back.estimate(item), r.estimate(item));
+  }
+  // Both go on identically, through rotations.
+  (void)r.drain_events();
+  for (int i = 0; i < 5'000; ++i) {
+    t += 1;
+    const std::string item = fmt::format("item-{}", zipf());
+    ASSERT_EQ(back.update(item, t), r.update(item, t));
+  }
+  EXPECT_EQ(back.drain_events(), r.drain_events());
+  EXPECT_EQ(back.serialize(), r.serialize());
+}
+
+TEST(RollingCountMin, CorruptOrTruncatedInputIsAFormatError) {
+  rolling_count_min r(small_options());
+  for (int t = 0; t < 300; ++t) r.update(fmt::format("item-{}", t % 7), t);
+  const std::string bytes = r.serialize();
+  for (std::size_t n :
+       {std::size_t{0}, std::size_t{10}, kHeaderSize + 20, bytes.size() / 2, bytes.size() - 1}) {
+    EXPECT_THROW((void)rolling_count_min::deserialize(bytes.substr(0, n)), format_error) << n;
+  }
+  for (std::size_t i = 0; i < bytes.size(); i += i < 200 ? 1 : 997) {
+    std::string corrupt = bytes;
+    corrupt[i] = static_cast<char>(corrupt[i] ^ 0x04);
+    EXPECT_THROW((void)rolling_count_min::deserialize(corrupt), format_error) << i;
+  }
+
+  // Well-formed records (valid checksums) whose content does not fit together: 2 slices of
+  // w = 6 (ε = 0.5), d = 1 (δ = 0.5).
+  struct fake {
+    std::uint32_t current = 0;
+    std::uint32_t width = 6;
+    bool wrong_sum = false;
+    std::uint32_t k = 1;
+  };
+  const auto record = [](const fake& f) {
+    detail::record_writer w(structure_type::rolling_count_min, kDefaultSeed);
+    w.i64(200);
+    w.u32(2);
+    w.f64(0.5);
+    w.f64(0.5);
+    w.u32(1);
+    w.f64(0.5);
+    w.u8(0);
+    w.u8(1);
+    w.u32(f.current);
+    w.i64(3);
+    count_min_sketch slice(f.width, 1);
+    slice.update("a");
+    w.record(slice.serialize());
+    w.record(count_min_sketch(f.width, 1).serialize());
+    count_min_sketch sum(f.width, 1);
+    if (!f.wrong_sum) sum.merge(slice);
+    w.record(sum.serialize());
+    w.record(top_k_tracker(f.k, 0.5).serialize());
+    return std::move(w).finish();
+  };
+  const auto problem = [&](const fake& f) {
+    return error_of([&] { (void)rolling_count_min::deserialize(record(f)); });
+  };
+  EXPECT_EQ(problem(fake{}), "(no exception)");
+  EXPECT_THAT(problem(fake{.current = 2}), HasSubstr("ring position"));
+  EXPECT_THAT(problem(fake{.width = 7}), HasSubstr("do not match"));
+  EXPECT_THAT(problem(fake{.wrong_sum = true}), HasSubstr("sum"));
+  EXPECT_THAT(problem(fake{.k = 2}), HasSubstr("tracker"));
+  EXPECT_THROW((void)rolling_count_min::deserialize(count_min_sketch(6, 1).serialize()),
+               format_error);
+}
+
+}  // namespace
+}  // namespace sketch
