@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -225,12 +226,12 @@ struct topk_options {
 };
 
 int run_topk(const topk_options& o) {
-  if (o.k < 1 || o.k > 100000) throw usage_error(fmt::format("-k: must be in 1..100000, got {}", o.k));
+  if (o.k < 1 || o.k > 1000) throw usage_error(fmt::format("-k: must be in 1..1000, got {}", o.k));
   parse_probability("--epsilon", o.epsilon);
   parse_probability("--delta", o.delta);
   count_min_sketch cms = count_min_sketch::from_error(o.epsilon, o.delta, kDefaultSeed, /*conservative=*/true);
   // Candidates: a few times k, so that items near the k-th do not push each other out.
-  top_k_tracker tracker(o.k, o.epsilon, std::max<std::uint32_t>(4 * o.k, 64));
+  top_k_tracker tracker(o.k, o.epsilon, std::clamp<std::uint32_t>(4 * o.k, 64, top_k_tracker::kMaxCapacity));
   line_reader reader(o.files);
   progress bar("sketch topk");
   std::uint64_t lines = 0;

@@ -55,7 +55,12 @@ top_k_tracker::top_k_tracker(std::uint32_t k, double phi, std::uint32_t capacity
 }
 
 bool top_k_tracker::is_heavy(std::uint64_t estimate, std::uint64_t n) const noexcept {
-  return n > 0 && estimate > 0 && static_cast<double>(estimate) >= phi_ * static_cast<double>(n);
+  return estimate >= kMinHeavyEstimate && static_cast<double>(estimate) >= phi_ * static_cast<double>(n);
+}
+
+bool top_k_tracker::stays_heavy(std::uint64_t estimate, std::uint64_t n) const noexcept {
+  return estimate >= kMinHeavyEstimate &&
+         static_cast<double>(estimate) >= (1.0 - kHysteresis) * phi_ * static_cast<double>(n);
 }
 
 std::string_view top_k_tracker::item_of(std::uint32_t s) const noexcept {
@@ -206,7 +211,7 @@ void top_k_tracker::settle(std::uint64_t n) noexcept {
   std::uint32_t kept = 0;
   for (std::uint32_t s = 0; s < size_; ++s) {
     slot& c = slots_[s];
-    const bool heavy = is_heavy(c.estimate, n);
+    const bool heavy = c.heavy ? stays_heavy(c.estimate, n) : is_heavy(c.estimate, n);
     if (heavy != c.heavy) {
       c.heavy = heavy;
       record(heavy ? heavy_event::kind::enter : heavy_event::kind::leave, s, n);

@@ -49,6 +49,12 @@ struct heavy_event {
 class top_k_tracker {
  public:
   static constexpr std::size_t kMaxItemBytes = 256;
+  // An item enters the heavy set when its estimate is ≥ φ·N and at least
+  // kMinHeavyEstimate (so that the first few items of an empty window are not all
+  // "heavy"), and leaves it when its estimate falls below (1 − kHysteresis)·φ·N (so that
+  // an item hovering at the threshold does not flap in and out on every batch).
+  static constexpr std::uint64_t kMinHeavyEstimate = 10;
+  static constexpr double kHysteresis = 0.1;
   static constexpr std::uint32_t kMaxCapacity = 4096;
   static constexpr std::uint32_t kMinEventCapacity = 64;
 
@@ -73,13 +79,13 @@ class top_k_tracker {
   // Records the item's estimate (out of n items in all): updates its candidate, or inserts
   // it when a slot is free or when `estimate` exceeds the smallest candidate's (evicted; a
   // heavy evicted candidate gets a leave event). An item that becomes heavy, estimate ≥ φ·n
-  // with n > 0 and estimate > 0, gets an enter event. A heavy item whose share falls is
+  // and ≥ kMinHeavyEstimate, gets an enter event. A heavy item whose share falls is
   // noticed by the next refresh(). An estimate of 0 is ignored. No allocation.
   void offer(hash128 h, std::string_view item, std::uint64_t estimate, std::uint64_t n) noexcept;
 
   // Re-estimates every candidate with `estimate_of_hash(hash128) -> uint64` (after a window
   // slides, estimates can drop), restores the heap, records leave events for heavy candidates
-  // no longer ≥ φ·n and enter events for new ones, and forgets candidates whose estimate
+  // now below (1 − kHysteresis)·φ·n and enter events for new ones, and forgets candidates whose estimate
   // is 0. Call it after each rotation, once per batch, and before reading top(). O(c log c)
   // at most, no allocation.
   template <class Estimator>
@@ -136,6 +142,7 @@ class top_k_tracker {
   };
 
   [[nodiscard]] bool is_heavy(std::uint64_t estimate, std::uint64_t n) const noexcept;
+  [[nodiscard]] bool stays_heavy(std::uint64_t estimate, std::uint64_t n) const noexcept;
   [[nodiscard]] std::string_view item_of(std::uint32_t s) const noexcept;
   void store_item(std::uint32_t s, std::string_view item) noexcept;
   void record(enum heavy_event::kind kind, std::uint32_t s, std::uint64_t n) noexcept;

@@ -45,23 +45,13 @@ handle_ptr make_producer(const mock_cluster& cluster, delivery_log& log,
   return std::move(config).create(RD_KAFKA_PRODUCER);
 }
 
-// rd_kafka_produceva() rather than the RD_KAFKA_V_* macros, which use a GNU extension
-// that -Wpedantic rejects.
 void produce(rd_kafka_t* producer, const std::string& topic, std::string_view key,
              std::string_view value) {
-  std::array<rd_kafka_vu_t, 4> args{};
-  args[0].vtype = RD_KAFKA_VTYPE_TOPIC;
-  args[0].u.cstr = topic.c_str();
-  args[1].vtype = RD_KAFKA_VTYPE_KEY;
-  args[1].u.mem.ptr = const_cast<char*>(key.data());  // copied: RD_KAFKA_MSG_F_COPY
-  args[1].u.mem.size = key.size();
-  args[2].vtype = RD_KAFKA_VTYPE_VALUE;
-  args[2].u.mem.ptr = const_cast<char*>(value.data());
-  args[2].u.mem.size = value.size();
-  args[3].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
-  args[3].u.i = RD_KAFKA_MSG_F_COPY;
-  throw_if_error(rd_kafka_produceva(producer, args.data(), args.size()), "produce",
-                 error_context(topic));
+  throw_if_error(rd_kafka_producev(producer, RD_KAFKA_V_TOPIC(topic.c_str()),
+                                   RD_KAFKA_V_KEY(key.data(), key.size()),
+                                   RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+                                   RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+                 "produce", error_context(topic));
 }
 
 handle_ptr make_consumer(const mock_cluster& cluster, const std::string& group) {

@@ -168,8 +168,15 @@ TEST(TopK, FindsTheTrueTopKOfAZipfStream) {
     const std::uint64_t f = truth[rank_of.at(top[i].item)];
     EXPECT_GE(top[i].estimate, f);
     EXPECT_LE(static_cast<double>(top[i].estimate), static_cast<double>(f) + bound);
-    // The heavy flag is exactly estimate ≥ φN after the refresh.
-    EXPECT_EQ(top[i].heavy, static_cast<double>(top[i].estimate) >= 0.01 * kLength);
+    // After the refresh an item at or above φN is heavy, one below (1 − hysteresis)·φN is
+    // not; in between it keeps the state it had.
+    const double share = static_cast<double>(top[i].estimate);
+    if (share >= 0.01 * kLength) {
+      EXPECT_TRUE(top[i].heavy) << top[i].item;
+    }
+    if (share < (1 - top_k_tracker::kHysteresis) * 0.01 * kLength) {
+      EXPECT_FALSE(top[i].heavy) << top[i].item;
+    }
   }
 }
 
@@ -290,13 +297,15 @@ TEST(TopK, EventBufferDropsTheOldestWhenFull) {
   const std::uint32_t offers = top_k_tracker::kMinEventCapacity + 10;
   for (std::uint32_t i = 0; i < offers; ++i) {
     const std::string item = std::to_string(i);
-    tracker.offer(hash_item(item, kDefaultSeed), item, i + 1, i + 1);  // each evicts the last
+    const std::uint64_t estimate = i + top_k_tracker::kMinHeavyEstimate;  // heavy from the start
+    tracker.offer(hash_item(item, kDefaultSeed), item, estimate, estimate);  // each evicts the last
   }
   // Each offer is an enter, each eviction a leave: 2·offers − 1 events recorded.
   const std::vector<heavy_event> events = tracker.drain_events();
   EXPECT_EQ(events.size(), top_k_tracker::kMinEventCapacity);
   EXPECT_EQ(tracker.dropped_events(), 2 * offers - 1 - top_k_tracker::kMinEventCapacity);
-  EXPECT_EQ(events.back(), (heavy_event{kind::enter, std::to_string(offers - 1), offers, offers}));
+  const std::uint64_t last = offers - 1 + top_k_tracker::kMinHeavyEstimate;
+  EXPECT_EQ(events.back(), (heavy_event{kind::enter, std::to_string(offers - 1), last, last}));
 }
 
 // The tracker against a straightforward model (a map and a linear search for the minimum,

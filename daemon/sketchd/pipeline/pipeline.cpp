@@ -163,9 +163,12 @@ void pipeline::collect(std::vector<metrics::metric_family>& out) const {
         metric_type::gauge, h.threshold);
     one("sketchd_cms_size_bytes", "Memory of the rolling Count-Min sketch and its top-k tracker.",
         metric_type::gauge, static_cast<double>(heavy_->size_bytes()));
+    // A gauge by nature, exposed as untyped: the contract's name ends in "_count", which
+    // `promtool check metrics` reserves for histograms and summaries unless the family is
+    // untyped (Prometheus stores untyped samples exactly like gauges).
     metric_family counts{"sketchd_heavy_hitter_estimated_count",
                          "Estimated count in the window of each of the current top-k items.",
-                         metric_type::gauge, {}};
+                         metric_type::untyped, {}};
     metric_family ratios{"sketchd_heavy_hitter_ratio", "Estimated share of the window of each top-k item.",
                          metric_type::gauge, {}};
     // Two items may clean to the same label (invalid bytes, truncation): keep the first,
