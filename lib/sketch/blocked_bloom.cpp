@@ -10,7 +10,9 @@
 
 #include "sketch/serialize.h"
 
-#if defined(__x86_64__) || defined(__i386__)
+// The AVX2 path exists on x86 only; defining SKETCH_NO_AVX2 leaves it out (to build and
+// test the portable fallback on x86).
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(SKETCH_NO_AVX2)
 #include <immintrin.h>
 #define SKETCH_BLOCKED_BLOOM_AVX2 1
 #else
@@ -20,7 +22,8 @@
 namespace sketch {
 namespace {
 
-constexpr std::uint64_t kMaxBlocks = blocked_bloom_filter::kMaxBits / blocked_bloom_filter::kBlockBits;
+constexpr std::uint64_t kMaxBlocks =
+    blocked_bloom_filter::kMaxBits / blocked_bloom_filter::kBlockBits;
 
 // The salts of the Parquet split-block filter: word i of a block gets bit
 // (key · kSalt[i]) >> 27, the top 5 bits of a 32-bit multiplicative hash of the key.
@@ -37,32 +40,29 @@ std::uint64_t checked_blocks(std::uint64_t bits) {
 
 // ---- scalar path -------------------------------------------------------------------------
 
-struct block_mask {
-  std::uint32_t word[8];
-};
-
-block_mask mask_of(std::uint32_t key) noexcept {
-  block_mask m;
-  for (int i = 0; i < 8; ++i) m.word[i] = std::uint32_t{1} << ((key * kSalt[i]) >> 27);
-  return m;
+// Bit of word i for `key`: the top 5 bits of key · kSalt[i] mod 2^32.
+constexpr std::uint32_t bit_of(std::uint32_t key, int i) noexcept {
+  return std::uint32_t{1} << ((key * kSalt[i]) >> 27);
 }
 
-// Each returns the number of bits it newly set (0..8).
+// Returns the number of bits it newly set (0..8): each word gets exactly one bit, so that is
+// the number of words where it was clear.
 std::uint32_t insert_scalar(std::uint32_t* block, std::uint32_t key) noexcept {
-  const block_mask m = mask_of(key);
   std::uint32_t added = 0;
   for (int i = 0; i < 8; ++i) {
-    added += static_cast<std::uint32_t>(std::popcount(m.word[i] & ~block[i]));
-    block[i] |= m.word[i];
+    const std::uint32_t bit = bit_of(key, i);
+    added += (block[i] & bit) == 0 ? 1 : 0;
+    block[i] |= bit;
   }
   return added;
 }
 
+// Stops at the first clear bit: most queries of absent items end after one or two words.
 bool contains_scalar(const std::uint32_t* block, std::uint32_t key) noexcept {
-  const block_mask m = mask_of(key);
-  std::uint32_t missing = 0;
-  for (int i = 0; i < 8; ++i) missing |= m.word[i] & ~block[i];
-  return missing == 0;
+  for (int i = 0; i < 8; ++i) {
+    if ((block[i] & bit_of(key, i)) == 0) return false;
+  }
+  return true;
 }
 
 // ---- AVX2 path ---------------------------------------------------------------------------
@@ -72,10 +72,10 @@ bool contains_scalar(const std::uint32_t* block, std::uint32_t key) noexcept {
 #if SKETCH_BLOCKED_BLOOM_AVX2
 
 __attribute__((target("avx2"))) inline __m256i mask_avx2(std::uint32_t key) noexcept {
-  const __m256i salts = _mm256_setr_epi32(
-      static_cast<int>(kSalt[0]), static_cast<int>(kSalt[1]), static_cast<int>(kSalt[2]),
-      static_cast<int>(kSalt[3]), static_cast<int>(kSalt[4]), static_cast<int>(kSalt[5]),
-      static_cast<int>(kSalt[6]), static_cast<int>(kSalt[7]));
+  const __m256i salts = _mm256_setr_epi32(static_cast<int>(kSalt[0]), static_cast<int>(kSalt[1]),
+                                          static_cast<int>(kSalt[2]), static_cast<int>(kSalt[3]),
+                                          static_cast<int>(kSalt[4]), static_cast<int>(kSalt[5]),
+                                          static_cast<int>(kSalt[6]), static_cast<int>(kSalt[7]));
   const __m256i product = _mm256_mullo_epi32(_mm256_set1_epi32(static_cast<int>(key)), salts);
   return _mm256_sllv_epi32(_mm256_set1_epi32(1), _mm256_srli_epi32(product, 27));
 }
@@ -215,8 +215,8 @@ std::uint64_t blocked_bloom_filter::bits_for(std::uint64_t n, double p) {
     return fpr(static_cast<double>(blocks * kBlockBits), nd) <= p;
   };
   if (!meets(kMaxBlocks)) {
-    throw std::invalid_argument(fmt::format(
-        "blocked_bloom_filter: {} items at fpr {} need more than 2^40 bits", n, p));
+    throw std::invalid_argument(
+        fmt::format("blocked_bloom_filter: {} items at fpr {} need more than 2^40 bits", n, p));
   }
   // Invariant: meets(hi), !meets(lo) or lo == 0.
   std::uint64_t lo = 0;
@@ -255,8 +255,7 @@ bool blocked_bloom_filter::contains(hash128 h) const noexcept {
 bool blocked_bloom_filter::test_and_insert(hash128 h) noexcept {
   std::uint32_t* block = block_of(h);
   const auto key = static_cast<std::uint32_t>(h.low);
-  const std::uint32_t added = avx2_ ? test_and_insert_avx2(block, key)
-                                    : insert_scalar(block, key);
+  const std::uint32_t added = avx2_ ? test_and_insert_avx2(block, key) : insert_scalar(block, key);
   bits_set_ += added;
   return added == 0;
 }
@@ -288,14 +287,14 @@ bool blocked_bloom_filter::compatible(const blocked_bloom_filter& other) const n
 void blocked_bloom_filter::require_compatible(const blocked_bloom_filter& other,
                                               const char* operation) const {
   if (blocks_ != other.blocks_) {
-    throw std::invalid_argument(fmt::format(
-        "blocked_bloom_filter::{}: incompatible filters: bits differ ({} vs {})", operation,
-        bits(), other.bits()));
+    throw std::invalid_argument(
+        fmt::format("blocked_bloom_filter::{}: incompatible filters: bits differ ({} vs {})",
+                    operation, bits(), other.bits()));
   }
   if (seed_ != other.seed_) {
-    throw std::invalid_argument(fmt::format(
-        "blocked_bloom_filter::{}: incompatible filters: seeds differ ({:#x} vs {:#x})",
-        operation, seed_, other.seed_));
+    throw std::invalid_argument(
+        fmt::format("blocked_bloom_filter::{}: incompatible filters: seeds differ ({:#x} vs {:#x})",
+                    operation, seed_, other.seed_));
   }
 }
 
@@ -317,8 +316,7 @@ blocked_bloom_filter blocked_bloom_filter::halved() const {
         "blocked_bloom_filter::halved: the number of blocks must be even (got {} blocks)",
         blocks_));
   }
-  blocked_bloom_filter half(bits() / 2, seed_,
-                            avx2_ ? simd_path::automatic : simd_path::scalar);
+  blocked_bloom_filter half(bits() / 2, seed_, avx2_ ? simd_path::automatic : simd_path::scalar);
   for (std::uint64_t j = 0; j < half.blocks_; ++j) {
     for (std::uint64_t i = 0; i < kWordsPerBlock; ++i) {
       half.words_[j * kWordsPerBlock + i] =
@@ -363,9 +361,8 @@ blocked_bloom_filter blocked_bloom_filter::deserialize(std::string_view record, 
              fmt::format("bits {} is not a multiple of 256 in [256, 2^40]", bits));
   in.require(hashes == kHashes, fmt::format("hashes {} is not {}", hashes, kHashes));
   const std::uint64_t bytes = bits / 8;
-  in.require(in.remaining() == bytes,
-             fmt::format("the bit array holds {} bytes, {} bits need {}", in.remaining(), bits,
-                         bytes));
+  in.require(in.remaining() == bytes, fmt::format("the bit array holds {} bytes, {} bits need {}",
+                                                  in.remaining(), bits, bytes));
 
   blocked_bloom_filter filter(bits, in.seed(), path);
   in.bytes(filter.words_.data(), static_cast<std::size_t>(bytes));

@@ -27,8 +27,9 @@ const rolling_bloom_options& checked(const rolling_bloom_options& o) {
         fmt::format("rolling_bloom: fpr must be in (0, 1) (got {})", o.fpr));
   }
   if (o.generations < 2 || o.generations > rolling_bloom::kMaxGenerations) {
-    throw std::invalid_argument(fmt::format("rolling_bloom: generations must be in [2, {}] (got {})",
-                                            rolling_bloom::kMaxGenerations, o.generations));
+    throw std::invalid_argument(
+        fmt::format("rolling_bloom: generations must be in [2, {}] (got {})",
+                    rolling_bloom::kMaxGenerations, o.generations));
   }
   return o;
 }
@@ -62,9 +63,9 @@ std::uint64_t generation_bits(const rolling_bloom_options& o) {
   try {
     return blocked_bloom_filter::bits_for(share_of(o), generation_fpr_of(o));
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(fmt::format(
-        "rolling_bloom: capacity {} at fpr {} over {} generations is too large ({})",
-        o.capacity, o.fpr, o.generations, e.what()));
+    throw std::invalid_argument(
+        fmt::format("rolling_bloom: capacity {} at fpr {} over {} generations is too large ({})",
+                    o.capacity, o.fpr, o.generations, e.what()));
   }
 }
 
@@ -108,9 +109,9 @@ void rolling_bloom::advance(std::int64_t now_ms) noexcept {
   if (since < slice) return;  // also when time went backwards
   const std::uint64_t slices = since / slice;
   const std::uint64_t turns = std::min<std::uint64_t>(slices, ring_.size());
-  // Generation 0 ends at start + slices·S <= now_ms; the `turns` new generations take the
-  // last `turns` slices of the grid up to it. Unsigned arithmetic: no overflow, since every
-  // value lies in [start, now_ms].
+  // The slice now_ms falls in starts at start + slices·S <= now_ms; the `turns` new
+  // generations take the last `turns` slices of the grid up to and including it. Unsigned
+  // arithmetic without overflow: every start lies in [start, now_ms].
   for (std::uint64_t j = slices - turns + 1; j <= slices; ++j) {
     rotate(static_cast<std::int64_t>(static_cast<std::uint64_t>(start) + j * slice));
   }
@@ -239,8 +240,8 @@ rolling_bloom rolling_bloom::deserialize(std::string_view record) {
              fmt::format("{} bytes of generations, the options need {}", in.remaining(), expected));
   rolling_bloom r(o);
   const std::size_t g_count = r.ring_.size();
-  in.require(newest < g_count, fmt::format("newest slot {} is not below {} generations", newest,
-                                           g_count));
+  in.require(newest < g_count,
+             fmt::format("newest slot {} is not below {} generations", newest, g_count));
   in.require(live <= g_count, fmt::format("{} live generations, more than {}", live, g_count));
   in.require(live > 0 || (by_time == 0 && by_capacity == 0),
              "rotations counted before the clock started");
@@ -256,23 +257,22 @@ rolling_bloom rolling_bloom::deserialize(std::string_view record) {
       try {
         return blocked_bloom_filter::deserialize(in.record());
       } catch (const format_error& e) {
-        throw format_error(
-            fmt::format("{}: generation in slot {}: {}", to_string(structure_type::rolling_bloom),
-                        s, e.what()));
+        throw format_error(fmt::format("{}: generation in slot {}: {}",
+                                       to_string(structure_type::rolling_bloom), s, e.what()));
       }
     }();
     in.require(f.bits() == r.ring_[s].bits(),
                fmt::format("generation in slot {} has {} bits, the options give {}", s, f.bits(),
                            r.ring_[s].bits()));
-    in.require(f.seed() == o.seed,
-               fmt::format("generation in slot {} has seed {:#x}, the record {:#x}", s, f.seed(),
-                           o.seed));
+    in.require(
+        f.seed() == o.seed,
+        fmt::format("generation in slot {} has seed {:#x}, the record {:#x}", s, f.seed(), o.seed));
     in.require(inserted <= r.share_, fmt::format("generation in slot {} holds {} items, more "
                                                  "than its share {}",
                                                  s, inserted, r.share_));
-    in.require(s != newest || inserted < r.share_,
-               fmt::format("the newest generation is full ({} items) but was not rotated",
-                           inserted));
+    in.require(
+        s != newest || inserted < r.share_,
+        fmt::format("the newest generation is full ({} items) but was not rotated", inserted));
     // An insert always sets at least one new bit and at most 8.
     in.require((inserted == 0) == (f.bits_set() == 0) && f.bits_set() <= 8 * inserted,
                fmt::format("generation in slot {}: {} set bits do not fit {} items", s,

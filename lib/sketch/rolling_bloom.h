@@ -19,11 +19,11 @@
 namespace sketch {
 
 struct rolling_bloom_options {
-  std::int64_t window_ms = 0;        // > 0: items are remembered at least this long
-  std::uint64_t capacity = 0;        // >= 1: distinct items expected per window
-  double fpr = 0.001;                // (0, 1): target false-positive rate of a query
-                                     // against the whole window (all generations)
-  std::uint32_t generations = 4;     // G in [2, kMaxGenerations]
+  std::int64_t window_ms = 0;     // > 0: items are remembered at least this long
+  std::uint64_t capacity = 0;     // >= 1: distinct items expected per window
+  double fpr = 0.001;             // (0, 1): target false-positive rate of a query
+                                  // against the whole window (all generations)
+  std::uint32_t generations = 4;  // G in [2, kMaxGenerations]
   std::uint64_t seed = kDefaultSeed;
 };
 

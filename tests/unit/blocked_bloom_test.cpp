@@ -1,17 +1,18 @@
 #include "sketch/blocked_bloom.h"
-#include "sketch/serialize.h"
 
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <bit>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "sketch/serialize.h"
 
 namespace sketch {
 namespace {
@@ -234,8 +235,10 @@ TEST(BlockedBloom, SizingIsMinimalAndNeedsMoreThanTheClassicOptimum) {
     }
   }
   // Known figures: 1% needs 10.5 bits per item (classic 9.6), 0.1% needs 16.9 (classic 14.4).
-  EXPECT_NEAR(static_cast<double>(blocked_bloom_filter::bits_for(1000000, 0.01)) / 1e6, 10.53, 0.01);
-  EXPECT_NEAR(static_cast<double>(blocked_bloom_filter::bits_for(1000000, 0.001)) / 1e6, 16.89, 0.01);
+  EXPECT_NEAR(static_cast<double>(blocked_bloom_filter::bits_for(1000000, 0.01)) / 1e6, 10.53,
+              0.01);
+  EXPECT_NEAR(static_cast<double>(blocked_bloom_filter::bits_for(1000000, 0.001)) / 1e6, 16.89,
+              0.01);
 }
 
 TEST(BlockedBloom, SizingRejectsBadArguments) {
@@ -315,14 +318,16 @@ TEST(BlockedBloom, EstimatedItemsIsWithinStatisticalTolerance) {
     const double blocks = static_cast<double>(f.blocks());
     const double lambda = static_cast<double>(n) / blocks;
     const double z = std::exp(-lambda / 32.0);
-    const double block_var = 256.0 * z * (1.0 - z) +
-                             256.0 * 224.0 * (std::exp(lambda * (q * q - 1.0)) - z * z);
+    const double block_var =
+        256.0 * z * (1.0 - z) + 256.0 * 224.0 * (std::exp(lambda * (q * q - 1.0)) - z * z);
     const double sd = 32.0 * blocks * std::sqrt(block_var / (65536.0 * blocks)) / z;
     const double nd = static_cast<double>(n);
     EXPECT_NEAR(f.estimated_items(), nd, 5 * sd) << n;
     // The estimated FPR is the formula at the estimated load, so within the same band.
-    EXPECT_GE(f.estimated_fpr(), blocked_bloom_filter::fpr(static_cast<double>(f.bits()), nd - 5 * sd));
-    EXPECT_LE(f.estimated_fpr(), blocked_bloom_filter::fpr(static_cast<double>(f.bits()), nd + 5 * sd));
+    EXPECT_GE(f.estimated_fpr(),
+              blocked_bloom_filter::fpr(static_cast<double>(f.bits()), nd - 5 * sd));
+    EXPECT_LE(f.estimated_fpr(),
+              blocked_bloom_filter::fpr(static_cast<double>(f.bits()), nd + 5 * sd));
     // And it is above fill^8, which underestimates a blocked filter.
     EXPECT_GT(f.estimated_fpr(), std::pow(f.fill_ratio(), 8));
   }
@@ -447,7 +452,8 @@ TEST(BlockedBloom, SerializationRoundTripsEmptyAndFullFilters) {
     const blocked_bloom_filter back = blocked_bloom_filter::deserialize(rec, path);
     EXPECT_TRUE(back == full);
     EXPECT_EQ(back.bits_set(), full.bits_set());
-    for (std::uint64_t i = 0; i < 40000; ++i) ASSERT_EQ(back.contains(key(i)), full.contains(key(i)));
+    for (std::uint64_t i = 0; i < 40000; ++i)
+      ASSERT_EQ(back.contains(key(i)), full.contains(key(i)));
   }
 }
 
@@ -459,7 +465,8 @@ TEST(BlockedBloom, CorruptTruncatedOrForeignInputIsAFormatError) {
   std::string flipped = rec;
   flipped[kHeaderSize + 40] ^= 0x10;
   EXPECT_THROW((void)blocked_bloom_filter::deserialize(flipped), format_error);
-  EXPECT_THROW((void)blocked_bloom_filter::deserialize(rec.substr(0, rec.size() - 3)), format_error);
+  EXPECT_THROW((void)blocked_bloom_filter::deserialize(rec.substr(0, rec.size() - 3)),
+               format_error);
   EXPECT_THROW((void)blocked_bloom_filter::deserialize(rec.substr(0, 10)), format_error);
   EXPECT_THROW((void)blocked_bloom_filter::deserialize(""), format_error);
   EXPECT_THROW((void)blocked_bloom_filter::deserialize(rec + "x"), format_error);
@@ -478,8 +485,8 @@ TEST(BlockedBloom, CorruptTruncatedOrForeignInputIsAFormatError) {
     std::memcpy(r.data() + kHeaderSize + offset, value, size);
     return reseal(r);
   };
-  const std::uint64_t odd_bits = 4000;     // not a multiple of 256
-  const std::uint64_t fewer_bits = 2048;   // does not match the array that follows
+  const std::uint64_t odd_bits = 4000;    // not a multiple of 256
+  const std::uint64_t fewer_bits = 2048;  // does not match the array that follows
   const std::uint64_t no_bits = 0;
   const std::uint32_t seven = 7;
   const std::uint64_t wrong_count = f.bits_set() + 1;

@@ -1,5 +1,4 @@
 #include "sketch/rolling_bloom.h"
-#include "sketch/serialize.h"
 
 #include <gtest/gtest.h>
 #include <xxhash.h>
@@ -11,6 +10,8 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+
+#include "sketch/serialize.h"
 
 namespace sketch {
 namespace {
@@ -163,8 +164,8 @@ TEST(RollingBloom, ItemSeenAfterWindowPlusSliceIsNewAgain) {
 // step. fpr = 1e-9 makes false positives among the ~20,000 insertions negligible (< 1e-4).
 TEST(RollingBloom, BurstsKeepTheCombinedHorizonGuarantee) {
   rolling_bloom r(options(3000, 300, 1e-9));
-  const double span_ms = 3.0 * static_cast<double>(r.slice_ms());                  // (G−1)·S
-  const double span_items = 3.0 * static_cast<double>(r.generation_capacity());    // (G−1)·c
+  const double span_ms = 3.0 * static_cast<double>(r.slice_ms());                // (G−1)·S
+  const double span_items = 3.0 * static_cast<double>(r.generation_capacity());  // (G−1)·c
   struct tracked {
     std::uint64_t key;
     std::int64_t t;
@@ -178,7 +179,8 @@ TEST(RollingBloom, BurstsKeepTheCombinedHorizonGuarantee) {
   std::uint64_t checks = 0;
   for (int step = 0; step < 4000; ++step) {
     const std::uint64_t kind = rng() % 10;
-    now += kind == 0 ? static_cast<std::int64_t>(rng() % 1500) : static_cast<std::int64_t>(rng() % 20);
+    now +=
+        kind == 0 ? static_cast<std::int64_t>(rng() % 1500) : static_cast<std::int64_t>(rng() % 20);
     const std::uint64_t burst = kind == 1 ? 40 + rng() % 80 : rng() % 4;
     for (std::uint64_t i = 0; i < burst; ++i) {
       ASSERT_FALSE(r.test_and_insert(key(next_key), now));
@@ -195,9 +197,9 @@ TEST(RollingBloom, BurstsKeepTheCombinedHorizonGuarantee) {
     }
     for (const tracked& x : items) {
       ++checks;
-      ASSERT_TRUE(r.contains(key(x.key))) << "key " << x.key << " inserted at " << x.t << ", now "
-                                          << now << ", " << inserted - x.inserted_before
-                                          << " inserted since";
+      ASSERT_TRUE(r.contains(key(x.key)))
+          << "key " << x.key << " inserted at " << x.t << ", now " << now << ", "
+          << inserted - x.inserted_before << " inserted since";
     }
   }
   EXPECT_GT(r.rotations_by_capacity(), 10u);
@@ -396,7 +398,8 @@ TEST(RollingBloom, SerializationRoundTripPreservesAnswersAndRotationState) {
 
 TEST(RollingBloom, CorruptTruncatedOrForeignInputIsAFormatError) {
   rolling_bloom r(options(3000, 300, 0.01));
-  for (std::uint64_t i = 0; i < 500; ++i) (void)r.test_and_insert(key(i), static_cast<std::int64_t>(i * 9));
+  for (std::uint64_t i = 0; i < 500; ++i)
+    (void)r.test_and_insert(key(i), static_cast<std::int64_t>(i * 9));
   const std::string rec = r.serialize();
 
   std::string flipped = rec;

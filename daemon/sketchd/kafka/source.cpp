@@ -233,7 +233,8 @@ void source::store_offsets() {
     for (const auto& s : seen) done = done || (s.first == m->rkt && s.second == m->partition);
     if (done) continue;
     seen.emplace_back(m->rkt, m->partition);
-    const rd_kafka_resp_err_t err = rd_kafka_offset_store(m->rkt, m->partition, m->offset + 1);
+    // rd_kafka_offset_store() stores (and later commits) its argument + 1 itself.
+    const rd_kafka_resp_err_t err = rd_kafka_offset_store(m->rkt, m->partition, m->offset);
     if (err) {
       log()->debug("offset not stored [topic {}, partition {}, offset {}]: {}", rd_kafka_topic_name(m->rkt),
                    m->partition, m->offset + 1, rd_kafka_err2str(err));

@@ -1,0 +1,431 @@
+// Dedup micro-benchmarks: ns per test_and_insert of the classic and the blocked Bloom filter,
+// each beside an exact baseline doing the same job in the same run, an
+// absl::flat_hash_set<uint64_t> of the 64-bit hash (insert(h).second).
+//
+// Workload (the same stream for every structure of a size class):
+//   - the structure is pre-filled, untimed, with `prefill` distinct items;
+//   - the timed loop then makes one test_and_insert per iteration over a pre-generated stream
+//     in which each item is, with probability 1/2, a duplicate (an item inserted earlier, drawn
+//     uniformly) and otherwise a new item; so the answer is unpredictable, as in a real stream;
+//   - filters are sized for prefill + the stream's new items at 1% false positives, so they
+//     end the stream exactly at their design load; the set is reserved for the same number, so
+//     it never rehashes in the timed loop (which favours the baseline).
+// Items are 64-bit ids; their hash128 (XXH3-128 of the id, as hash_item would give) is computed
+// before timing, so the hash cost is EXCLUDED for every structure alike: the daemon hashes an
+// item once and hands the same hash to each structure. The "/strings" variants instead time
+// test_and_insert on 16-byte strings and so INCLUDE one XXH3-128 per item, for all alike.
+//
+// Size classes:
+//   in_cache:     250,000 items, filters of 290-330 KiB (the L2 of one core holds them);
+//   out_of_cache: 208M pre-filled items + 16.8M new, filters of >= 256 MiB, the set 2.4 GB.
+// Beside them:
+//   blocked/all_new, blocked/all_duplicates: the in-cache class with 0% or 100% duplicates,
+//     which shows what the unpredictable "already present?" answer costs;
+//   floor_one_line: not a dedup structure, the cost of touching one random cache line per
+//     item in an array of the blocked filter's size (see one_line_floor).
+//
+// Counters: items_per_second; bytes of the structure (for the set capacity() · (sizeof(slot)
+// + 1), its slots and control bytes); bits_per_item, bytes · 8 / the distinct items held at
+// the end of the stream; fpr, the measured share of new items reported as present (0 for the
+// exact set, up to 64-bit hash collisions).
+//
+// A separate mode, `filter_bench --bits_per_item_table`, prints the bits per item of each
+// structure at 1% and 0.1% beside the information-theoretic bound -log2(p).
+#include <absl/container/flat_hash_set.h>
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <string_view>
+#include <vector>
+
+#include "sketch/blocked_bloom.h"
+#include "sketch/bloom.h"
+#include "sketch/bloom_math.h"
+#include "sketch/hash.h"
+
+namespace {
+
+using sketch::blocked_bloom_filter;
+using sketch::bloom_filter;
+using sketch::hash128;
+
+constexpr double kFpr = 0.01;
+constexpr std::uint64_t kStreamSeed = 20240601;
+constexpr std::size_t kItemBytes = 16;  // the short strings of the /strings variants
+
+// The hash of item `id`, as the daemon would compute it once per item.
+hash128 hash_of_id(std::uint64_t id) {
+  return sketch::hash_bytes(&id, sizeof id, sketch::kDefaultSeed);
+}
+
+// Item `id` as a 16-byte string, "u" and 15 digits.
+void write_item(std::uint64_t id, char* out) { fmt::format_to_n(out, kItemBytes, "u{:015d}", id); }
+
+// The shape of a workload: pre-filled items, then a stream of `length` operations of which a
+// share `duplicates` (in percent) repeat an item inserted earlier.
+struct workload_spec {
+  std::uint64_t prefill;
+  std::uint64_t length;
+  int duplicates;
+  friend auto operator<=>(const workload_spec&, const workload_spec&) = default;
+};
+
+// The main workloads: half duplicates. Both end with prefill + length/2 distinct items.
+constexpr workload_spec kInCache{125'000, 250'000, 50};
+constexpr workload_spec kOutOfCache{208'000'000, std::uint64_t{1} << 25, 50};
+// The in-cache size class with every item new, or every item a duplicate (the same 250,000
+// distinct items at the end): what the "already present?" branch costs.
+constexpr workload_spec kInCacheAllNew{0, 250'000, 0};
+constexpr workload_spec kInCacheAllDuplicates{250'000, 250'000, 100};
+
+// The stream of a workload, as ids: is_duplicate[i] says whether ids[i] was inserted before.
+// Deterministic (fixed seed); `distinct` = prefill + the new items of the stream.
+struct id_stream {
+  std::vector<std::uint64_t> ids;
+  std::vector<std::uint8_t> is_duplicate;
+  std::uint64_t distinct = 0;
+};
+
+id_stream make_id_stream(const workload_spec& spec) {
+  id_stream s;
+  s.ids.reserve(spec.length);
+  s.is_duplicate.reserve(spec.length);
+  std::mt19937_64 rng(kStreamSeed);
+  std::bernoulli_distribution duplicate(spec.duplicates / 100.0);
+  std::uint64_t next = spec.prefill;
+  for (std::uint64_t i = 0; i < spec.length; ++i) {
+    const bool dup = next > 0 && duplicate(rng);
+    s.ids.push_back(dup ? std::uniform_int_distribution<std::uint64_t>(0, next - 1)(rng) : next++);
+    s.is_duplicate.push_back(dup ? 1 : 0);
+  }
+  s.distinct = next;
+  return s;
+}
+
+// The stream as the timed loop reads it: hashes, or 16-byte strings in one flat buffer.
+struct hash_stream {
+  const id_stream* ids;
+  std::vector<hash128> items;
+  [[nodiscard]] const hash128& operator[](std::size_t i) const { return items[i]; }
+  [[nodiscard]] std::size_t size() const { return items.size(); }
+};
+
+struct string_stream {
+  const id_stream* ids;
+  std::vector<char> bytes;
+  [[nodiscard]] std::string_view operator[](std::size_t i) const {
+    return {bytes.data() + i * kItemBytes, kItemBytes};
+  }
+  [[nodiscard]] std::size_t size() const { return bytes.size() / kItemBytes; }
+};
+
+// Each stream is built once, on first use, and kept for the benchmarks that follow.
+const id_stream& ids_of(const workload_spec& spec) {
+  static std::map<workload_spec, std::unique_ptr<id_stream>> cache;
+  auto& s = cache[spec];
+  if (!s) s = std::make_unique<id_stream>(make_id_stream(spec));
+  return *s;
+}
+
+const hash_stream& hashes_of(const workload_spec& spec) {
+  static std::map<workload_spec, std::unique_ptr<hash_stream>> cache;
+  auto& s = cache[spec];
+  if (!s) {
+    const id_stream& ids = ids_of(spec);
+    s = std::make_unique<hash_stream>(hash_stream{&ids, {}});
+    s->items.reserve(ids.ids.size());
+    for (const std::uint64_t id : ids.ids) s->items.push_back(hash_of_id(id));
+  }
+  return *s;
+}
+
+const string_stream& strings_of_in_cache() {
+  static const string_stream s = [] {
+    const id_stream& ids = ids_of(kInCache);
+    string_stream out{&ids, std::vector<char>(ids.ids.size() * kItemBytes)};
+    for (std::size_t i = 0; i < ids.ids.size(); ++i)
+      write_item(ids.ids[i], &out.bytes[i * kItemBytes]);
+    return out;
+  }();
+  return s;
+}
+
+// ---- the structures, behind one interface ------------------------------------------------
+
+struct classic_dedup {
+  explicit classic_dedup(std::uint64_t n) : filter(bloom_filter::for_capacity(n, kFpr)) {}
+  bool test_and_insert(hash128 h) noexcept { return filter.test_and_insert(h); }
+  bool test_and_insert(std::string_view s) noexcept { return filter.test_and_insert(s); }
+  void clear() { filter.clear(); }
+  [[nodiscard]] double bytes() const { return static_cast<double>(filter.size_bytes()); }
+  [[nodiscard]] double bits_per_item(std::uint64_t held) const {
+    return bytes() * 8 / static_cast<double>(held);
+  }
+  bloom_filter filter;
+};
+
+struct blocked_dedup {
+  blocked_dedup(std::uint64_t n, sketch::simd_path path)
+      : filter(blocked_bloom_filter::for_capacity(n, kFpr, sketch::kDefaultSeed, path)) {}
+  bool test_and_insert(hash128 h) noexcept { return filter.test_and_insert(h); }
+  bool test_and_insert(std::string_view s) noexcept { return filter.test_and_insert(s); }
+  void clear() { filter.clear(); }
+  [[nodiscard]] double bytes() const { return static_cast<double>(filter.size_bytes()); }
+  [[nodiscard]] double bits_per_item(std::uint64_t held) const {
+    return bytes() * 8 / static_cast<double>(held);
+  }
+  blocked_bloom_filter filter;
+};
+
+// The exact baseline: the set of the 64-bit hashes (low half of the hash128; a 64-bit hash is
+// what a hash set of strings would compute and compare anyway, minus the string compares).
+struct exact_dedup {
+  explicit exact_dedup(std::uint64_t n) : reserved(n) { set.reserve(n); }
+  bool test_and_insert(hash128 h) { return !set.insert(h.low).second; }
+  bool test_and_insert(std::string_view s) {
+    return test_and_insert(sketch::hash_item(s, sketch::kDefaultSeed));
+  }
+  void clear() {
+    set.clear();  // frees the table when it is large; reserve it again
+    set.reserve(reserved);
+  }
+  // absl's SwissTable: one slot and one control byte per bucket (plus 16 bytes).
+  [[nodiscard]] double bytes() const {
+    return static_cast<double>(set.capacity() * (sizeof(std::uint64_t) + 1));
+  }
+  [[nodiscard]] double bits_per_item(std::uint64_t held) const {
+    return bytes() * 8 / static_cast<double>(held);
+  }
+  absl::flat_hash_set<std::uint64_t> set;
+  std::uint64_t reserved;
+};
+
+// Not a dedup structure: the floor of any structure that touches one random cache line per
+// item. It sets one bit of a random 32-byte block (a blocked filter with one hash, inlined,
+// no branch) in an array of the blocked filter's size. Its fpr is that of one hash, high.
+struct one_line_floor {
+  explicit one_line_floor(std::uint64_t n)
+      : blocks(blocked_bloom_filter::bits_for(n, kFpr) / blocked_bloom_filter::kBlockBits),
+        words(blocks * blocked_bloom_filter::kWordsPerBlock, 0) {}
+  bool test_and_insert(hash128 h) noexcept {
+    std::uint32_t& word =
+        words[sketch::reduce(h.high, blocks) * blocked_bloom_filter::kWordsPerBlock];
+    const std::uint32_t bit = std::uint32_t{1} << (h.low & 31);
+    const bool present = (word & bit) != 0;
+    word |= bit;
+    return present;
+  }
+  bool test_and_insert(std::string_view s) noexcept {
+    return test_and_insert(sketch::hash_item(s, sketch::kDefaultSeed));
+  }
+  void clear() { std::fill(words.begin(), words.end(), 0U); }
+  [[nodiscard]] double bytes() const {
+    return static_cast<double>(words.size() * sizeof(std::uint32_t));
+  }
+  [[nodiscard]] double bits_per_item(std::uint64_t held) const {
+    return bytes() * 8 / static_cast<double>(held);
+  }
+  std::uint64_t blocks;
+  std::vector<std::uint32_t> words;
+};
+
+// Inserts the pre-filled items [0, prefill), untimed.
+template <class Structure>
+void prefill(Structure& s, std::uint64_t count, bool strings) {
+  char item[kItemBytes];
+  for (std::uint64_t id = 0; id < count; ++id) {
+    if (strings) {
+      write_item(id, item);
+      static_cast<void>(s.test_and_insert(std::string_view(item, kItemBytes)));
+    } else {
+      static_cast<void>(s.test_and_insert(hash_of_id(id)));
+    }
+  }
+}
+
+// The timed loop: one test_and_insert per iteration, walking the stream; at its end (all its
+// new items inserted, the filter at design load) the structure is cleared and pre-filled
+// again, untimed, and the walk restarts.
+template <class Structure, class Stream>
+void run_dedup(benchmark::State& state, Structure& s, const Stream& stream, std::uint64_t prefilled,
+               bool strings) {
+  const id_stream& ids = *stream.ids;
+  prefill(s, prefilled, strings);
+  std::size_t pos = 0;
+  std::uint64_t present = 0;
+  std::uint64_t duplicates = 0;  // duplicates among the items processed
+  std::uint64_t processed = 0;
+  const auto tally = [&](std::size_t end) {
+    for (std::size_t i = 0; i < end; ++i) duplicates += ids.is_duplicate[i];
+    processed += end;
+  };
+  for (auto _ : state) {
+    if (pos == stream.size()) {
+      state.PauseTiming();
+      tally(pos);
+      s.clear();
+      prefill(s, prefilled, strings);
+      pos = 0;
+      state.ResumeTiming();
+    }
+    present += s.test_and_insert(stream[pos++]) ? 1 : 0;
+  }
+  tally(pos);
+  const std::uint64_t new_items = processed - duplicates;
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+  state.counters["bytes"] = s.bytes();
+  state.counters["bits_per_item"] = s.bits_per_item(ids.distinct);
+  state.counters["fpr"] =
+      new_items == 0 ? 0.0
+                     : static_cast<double>(present - duplicates) / static_cast<double>(new_items);
+}
+
+// ---- registration ------------------------------------------------------------------------
+
+template <class Make>
+void dedup_on_hashes(benchmark::State& state, const workload_spec& spec, Make make) {
+  const hash_stream& stream = hashes_of(spec);
+  auto s = make(stream.ids->distinct);
+  run_dedup(state, s, stream, spec.prefill, false);
+}
+
+template <class Make>
+void dedup_on_strings(benchmark::State& state, Make make) {
+  const string_stream& stream = strings_of_in_cache();
+  auto s = make(stream.ids->distinct);
+  run_dedup(state, s, stream, kInCache.prefill, true);
+}
+
+const auto kClassic = [](std::uint64_t n) { return classic_dedup(n); };
+const auto kBlocked = [](std::uint64_t n) {
+  return blocked_dedup(n, sketch::simd_path::automatic);
+};
+const auto kBlockedScalar = [](std::uint64_t n) {
+  return blocked_dedup(n, sketch::simd_path::scalar);
+};
+const auto kExact = [](std::uint64_t n) { return exact_dedup(n); };
+const auto kFloor = [](std::uint64_t n) { return one_line_floor(n); };
+
+void register_benchmarks() {
+  // In cache: repeated passes until --benchmark_min_time.
+  benchmark::RegisterBenchmark("Dedup/in_cache/classic", [](benchmark::State& st) {
+    dedup_on_hashes(st, kInCache, kClassic);
+  });
+  benchmark::RegisterBenchmark("Dedup/in_cache/blocked", [](benchmark::State& st) {
+    dedup_on_hashes(st, kInCache, kBlocked);
+  });
+  benchmark::RegisterBenchmark("Dedup/in_cache/blocked/all_new", [](benchmark::State& st) {
+    dedup_on_hashes(st, kInCacheAllNew, kBlocked);
+  });
+  benchmark::RegisterBenchmark("Dedup/in_cache/blocked/all_duplicates", [](benchmark::State& st) {
+    dedup_on_hashes(st, kInCacheAllDuplicates, kBlocked);
+  });
+  benchmark::RegisterBenchmark("Dedup/in_cache/blocked_scalar", [](benchmark::State& st) {
+    dedup_on_hashes(st, kInCache, kBlockedScalar);
+  });
+  benchmark::RegisterBenchmark("Dedup/in_cache/exact_set",
+                               [](benchmark::State& st) { dedup_on_hashes(st, kInCache, kExact); });
+  benchmark::RegisterBenchmark("Dedup/in_cache/floor_one_line",
+                               [](benchmark::State& st) { dedup_on_hashes(st, kInCache, kFloor); });
+  benchmark::RegisterBenchmark("Dedup/in_cache/strings/classic",
+                               [](benchmark::State& st) { dedup_on_strings(st, kClassic); });
+  benchmark::RegisterBenchmark("Dedup/in_cache/strings/blocked",
+                               [](benchmark::State& st) { dedup_on_strings(st, kBlocked); });
+  benchmark::RegisterBenchmark("Dedup/in_cache/strings/exact_set",
+                               [](benchmark::State& st) { dedup_on_strings(st, kExact); });
+  // Out of cache: exactly one pass over the stream (the pre-fill takes seconds; one pass is
+  // 33.5M operations, far more than enough for a stable figure).
+  const auto iterations = static_cast<benchmark::IterationCount>(kOutOfCache.length);
+  benchmark::RegisterBenchmark("Dedup/out_of_cache/classic", [](benchmark::State& st) {
+    dedup_on_hashes(st, kOutOfCache, kClassic);
+  })->Iterations(iterations);
+  benchmark::RegisterBenchmark("Dedup/out_of_cache/blocked", [](benchmark::State& st) {
+    dedup_on_hashes(st, kOutOfCache, kBlocked);
+  })->Iterations(iterations);
+  benchmark::RegisterBenchmark("Dedup/out_of_cache/exact_set", [](benchmark::State& st) {
+    dedup_on_hashes(st, kOutOfCache, kExact);
+  })->Iterations(iterations);
+  benchmark::RegisterBenchmark("Dedup/out_of_cache/floor_one_line", [](benchmark::State& st) {
+    dedup_on_hashes(st, kOutOfCache, kFloor);
+  })->Iterations(iterations);
+}
+
+// ---- bits per item -----------------------------------------------------------------------
+
+// The set's memory per item, capacity() · (sizeof(slot) + 1) · 8 / size(), as it grows from
+// 2^20 to 2^22 items by single inserts (two whole doublings of its table): min, mean, max.
+struct set_bits {
+  double min = std::numeric_limits<double>::infinity();
+  double mean = 0;
+  double max = 0;
+};
+
+set_bits measure_set_bits() {
+  absl::flat_hash_set<std::uint64_t> set;
+  constexpr std::uint64_t kFrom = std::uint64_t{1} << 20;
+  constexpr std::uint64_t kTo = std::uint64_t{1} << 22;
+  set_bits out;
+  double sum = 0;
+  for (std::uint64_t id = 0; id < kTo; ++id) {
+    set.insert(hash_of_id(id).low);
+    if (id + 1 < kFrom) continue;
+    const double bits = static_cast<double>(set.capacity() * (sizeof(std::uint64_t) + 1)) * 8 /
+                        static_cast<double>(set.size());
+    out.min = std::min(out.min, bits);
+    out.max = std::max(out.max, bits);
+    sum += bits;
+  }
+  out.mean = sum / static_cast<double>(kTo - kFrom + 1);
+  return out;
+}
+
+void print_bits_per_item_table() {
+  constexpr std::uint64_t kItems = 10'000'000;  // large enough that rounding does not show
+  const set_bits set = measure_set_bits();
+  fmt::print(
+      "Bits per item for n = {} items (flat_hash_set<uint64_t>: measured while growing "
+      "from 2^20 to 2^22 items)\n\n",
+      kItems);
+  fmt::print("{:>7}  {:>10}  {:>14}  {:>14}  {:>9}  {:>22}  {:>15}\n", "fpr", "-log2(p)", "classic",
+             "blocked", "k classic", "flat_hash_set min/mean/max", "blocked / set");
+  for (const double p : {0.01, 0.001}) {
+    const auto classic = sketch::bloom_math::suggest_classic(kItems, p);
+    const auto blocked_bits = blocked_bloom_filter::bits_for(kItems, p);
+    const double n = static_cast<double>(kItems);
+    const double classic_bpi = static_cast<double>(classic.bits) / n;
+    const double blocked_bpi = static_cast<double>(blocked_bits) / n;
+    fmt::print(
+        "{:>7}  {:>10.2f}  {:>14.2f}  {:>14.2f}  {:>9}  {:>8.1f} /{:>6.1f} /{:>6.1f}  "
+        "{:>15}\n",
+        p, -std::log2(p), classic_bpi, blocked_bpi, classic.hashes, set.min, set.mean, set.max,
+        fmt::format("1/{:.1f} of mean", set.mean / blocked_bpi));
+  }
+  fmt::print(
+      "\n(classic: bloom_math::suggest_classic; blocked: blocked_bloom_filter::bits_for; "
+      "-log2(p): the information-theoretic lower bound for an approximate set)\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--bits_per_item_table") == 0) {
+      print_bits_per_item_table();
+      return 0;
+    }
+  }
+  register_benchmarks();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Configuration errors stop sketchd before anything starts.
+#   - `sketchd check-config` on a file with seven errors (a bad count, an unknown key with
+#     a suggestion, a bad duration, two values out of range, an unknown enum value, an
+#     unset environment variable) prints exactly those seven, as FILE:LINE:COL: lines at
+#     the right positions, and exits 1; a YAML syntax error and a missing file exit 1 too.
+#   - `sketchd run --config` on the same file exits 1 with the same lines and nothing
+#     else, even while its HTTP port is taken: it never got as far as binding it.
+#   - A valid configuration whose HTTP port is taken: exit 1 and a message that names the
+#     address, promptly.
+#   - config/demo.yaml and config/example.yaml are valid (exit 0).
+#   - Missing arguments are usage errors (exit 2).
+#
+# Usage: daemon_config_test.sh PATH/TO/sketchd
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+itest_init "$@"
+config_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../config" && pwd)
+
+port=$(free_port)
+cd "$work"
+unset ITEST_SURELY_UNSET_VARIABLE
+cat >bad.yaml <<EOF
+kafka:
+  brokers: "127.0.0.1:1"
+  group_id: "\${ITEST_SURELY_UNSET_VARIABLE}"
+  batch_size: lots
+http:
+  listen: "127.0.0.1:$port"
+  lisen: "127.0.0.1:1"
+pipelines:
+  - name: clicks
+    topics: [events]
+    item: { from: json, path: /user/id }
+    heavy_hitters:
+      window: 5 minutes
+      epsilon: 2
+      threshold: 0.01
+    dedup:
+      capacity: 1M
+      fpr: 0.7
+log: { level: loud }
+EOF
+# LINE:COL and a pattern of each expected message (the value's position, or the key's for
+# an unknown key).
+cat >expected <<'EOF'
+3:13 kafka\.group_id.*ITEST_SURELY_UNSET_VARIABLE
+4:15 kafka\.batch_size.*lots
+7:3 "lisen".*did you mean "listen"
+13:15 pipelines\[0\]\.heavy_hitters\.window.*5 minutes
+14:16 pipelines\[0\]\.heavy_hitters\.epsilon
+18:12 pipelines\[0\]\.dedup\.fpr
+19:15 log\.level.*loud
+EOF
+
+# check_errors FILE: FILE holds exactly the expected lines, in order of position.
+check_errors() {
+  local file=$1
+  local want have
+  want=$(wc -l <expected)
+  have=$(grep -c . "$file" || true)
+  [[ $have -eq $want ]] || { cat "$file" >&2; fail "$have lines in ${file##*/}, expected the $want errors"; }
+  local i=0 pos pattern line
+  while read -r pos pattern; do
+    i=$((i + 1))
+    line=$(sed -n "${i}p" "$file")
+    [[ $line == "bad.yaml:$pos: "* ]] || { cat "$file" >&2; fail "error $i is \"$line\", expected at bad.yaml:$pos"; }
+    grep -Eq -- "$pattern" <<<"$line" || { cat "$file" >&2; fail "error $i \"$line\" does not match /$pattern/"; }
+  done <expected
+}
+
+status=0
+"$sketchd" check-config bad.yaml >check.out 2>check.err || status=$?
+[[ $status -eq 1 ]] || fail "check-config on bad.yaml exited $status, expected 1"
+check_errors check.err
+log "check-config: exit 1, $(wc -l <check.err) errors at FILE:LINE:COL"
+
+# `run` with the same file, while something else listens on its HTTP port: were the port
+# bound (or anything started) before the configuration is checked, the output would say so.
+start_background holder "$python" -c "
+import socket, sys, time
+s = socket.socket()
+s.bind(('127.0.0.1', $port))
+s.listen()
+print('listening', flush=True)
+time.sleep(120)"
+for _ in $(seq 100); do
+  grep -q listening "$work/holder.out" && break
+  sleep 0.05
+done
+grep -q listening "$work/holder.out" || fail "could not hold port $port"
+
+status=0
+timeout 10 "$sketchd" run --config bad.yaml >run.out 2>run.err || status=$?
+[[ $status -eq 1 ]] || fail "run --config bad.yaml exited $status, expected 1"
+[[ ! -s run.out ]] || fail "run --config bad.yaml wrote to stdout: $(head -3 run.out)"
+cmp -s check.err run.err || { diff check.err run.err >&2 || true; fail "run prints other errors than check-config"; }
+log "run --config bad.yaml: exit 1, the same errors and nothing else (no bind, no Kafka)"
+
+# A valid configuration, its port taken: a clear error and exit 1, not a hang.
+sed -e '/ITEST_SURELY_UNSET_VARIABLE/d' -e '/batch_size/d' -e '/lisen/d' -e 's/5 minutes/5m/' \
+  -e 's/epsilon: 2/epsilon: 0.001/' -e 's/fpr: 0.7/fpr: 0.001/' -e 's/loud/info/' bad.yaml >taken.yaml
+"$sketchd" check-config taken.yaml >/dev/null 2>taken-check.err \
+  || { cat taken-check.err >&2; fail "the corrected configuration is not valid"; }
+status=0
+timeout 20 "$sketchd" run --config taken.yaml >taken.out 2>taken.err || status=$?
+[[ $status -eq 1 ]] || fail "run with a taken HTTP port exited $status, expected 1"
+grep -q "cannot listen on 127.0.0.1:$port" taken.err \
+  || { cat taken.err >&2; fail "the error does not name the taken address 127.0.0.1:$port"; }
+log "a taken HTTP port: exit 1, \"$(grep -o 'cannot listen.*' taken.err | head -1)\""
+
+# A YAML syntax error and a missing file.
+printf 'kafka:\n  brokers: [\n' >syntax.yaml
+status=0
+"$sketchd" check-config syntax.yaml >/dev/null 2>syntax.err || status=$?
+[[ $status -eq 1 ]] || fail "check-config on a YAML syntax error exited $status, expected 1"
+grep -Eq '^syntax\.yaml:[0-9]+:[0-9]+: ' syntax.err || { cat syntax.err >&2; fail "no FILE:LINE:COL for a syntax error"; }
+status=0
+"$sketchd" check-config missing.yaml >/dev/null 2>missing.err || status=$?
+[[ $status -eq 1 ]] || fail "check-config on a missing file exited $status, expected 1"
+grep -q '^missing\.yaml: ' missing.err || { cat missing.err >&2; fail "the missing file is not named"; }
+log "YAML syntax error and missing file: exit 1 with the file named"
+
+# The shipped configurations are valid.
+for f in demo.yaml example.yaml; do
+  status=0
+  "$sketchd" check-config "$config_dir/$f" >"$f.out" 2>"$f.err" || status=$?
+  [[ $status -eq 0 ]] || { cat "$f.err" >&2; fail "check-config config/$f exited $status, expected 0"; }
+  [[ ! -s $f.err ]] || { cat "$f.err" >&2; fail "check-config config/$f printed errors"; }
+done
+log "config/demo.yaml and config/example.yaml: valid"
+
+# Usage errors: exit status 2 and one line.
+for args in "run" "check-config" "run --config"; do
+  status=0
+  # shellcheck disable=SC2086  # the arguments are words on purpose
+  "$sketchd" $args >/dev/null 2>usage.err || status=$?
+  [[ $status -eq 2 ]] || fail "sketchd $args exited $status, expected 2 (usage error)"
+  [[ $(wc -l <usage.err) -eq 1 ]] || fail "sketchd $args: the usage error is not one line: $(cat usage.err)"
+done
+log "usage errors: exit 2 with one line"
+echo "PASS"

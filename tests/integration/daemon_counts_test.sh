@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# sketchd counts a known stream right. 20,000 JSON events {"user":{"id":…}} with a fixed
+# seed: five heavy items (20%, 10%, 6%, 3%, 1.5% of the stream) and a long tail of 5,000
+# items (about 2.4 events each), keyed by item over 4 partitions. One pipeline with
+# heavy_hitters (a 10-minute wall-clock window: nothing slides during the test) and dedup.
+# Compared with the exact counts the script computes:
+#   - sketchd_pipeline_items_total and sketchd_messages_consumed_total equal the events
+#     produced, and stay there (nothing read twice);
+#   - the window holds every item (N), the error bound is ε·N;
+#   - every true heavy item (count ≥ φ·N) is in /topk, marked heavy, with
+#     true ≤ estimate ≤ true + ε·N, and has its series in the heavy-hitter gauges;
+#   - /estimate never undercounts (heavy items, a sample of the tail, an unseen item);
+#   - dedup: first_seen + duplicates = items; distinct − allowance ≤ first_seen ≤ distinct
+#     (a Bloom filter has no false negatives; false positives at most fpr each);
+#     /seen is true for produced items and false for one never produced;
+#   - the HTTP API: 404 with a JSON error for an unknown pipeline, 400 without ?item=,
+#     /healthz and /readyz 200, and `promtool check metrics` passes on the scrape.
+#
+# Usage: daemon_counts_test.sh PATH/TO/sketchd
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+itest_init "$@"
+
+pipeline=clicks
+topic=events
+epsilon=0.001
+threshold=0.01
+fpr=0.001
+
+start_mock_kafka "$topic:4"
+port=$(free_port)
+
+# The stream and its exact counts: $work/events ("KEY|VALUE" lines), $work/truth
+# ("ITEM COUNT" lines, most frequent first).
+"$python" - "$work" <<'EOF'
+import collections, json, random, sys
+work = sys.argv[1]
+rng = random.Random(20240601)
+n = 20000
+heavy = {"u1": 0.20, "u2": 0.10, "u3": 0.06, "u4": 0.03, "u5": 0.015}
+items = []
+for item, share in heavy.items():
+    items += [item] * round(share * n)
+tail = [f"t{i}" for i in range(5000)]
+items += [rng.choice(tail) for _ in range(n - len(items))]
+rng.shuffle(items)
+with open(f"{work}/events", "w") as f:
+    for item in items:
+        f.write(f'{item}|{json.dumps({"user": {"id": item}}, separators=(",", ":"))}\n')
+with open(f"{work}/truth", "w") as f:
+    for item, count in collections.Counter(items).most_common():
+        f.write(f"{item} {count}\n")
+EOF
+events=$(wc -l <"$work/events")
+distinct=$(wc -l <"$work/truth")
+log "stream: $events events, $distinct distinct items"
+
+produce "$topic" -K'|' <"$work/events"
+log "produced $events events"
+
+cat >"$work/sketchd.yaml" <<EOF
+kafka:
+  brokers: "$bootstrap"
+  group_id: itest-counts
+  properties: { session.timeout.ms: 6000 }
+http:
+  listen: "127.0.0.1:$port"
+pipelines:
+  - name: $pipeline
+    topics: [$topic]
+    item: { from: json, path: /user/id }
+    clock: wall
+    heavy_hitters:
+      window: 10m
+      buckets: 10
+      epsilon: $epsilon
+      delta: 0.001
+      top_k: 10
+      threshold: $threshold
+    dedup:
+      window: 1h
+      capacity: 100k
+      fpr: $fpr
+log: { level: info }
+EOF
+start_daemon "$work/sketchd.yaml"
+
+items_series="sketchd_pipeline_items_total{pipeline=\"$pipeline\"}"
+wait_metric "$items_series" -ge "$events" 60
+log "items_total reached $metric"
+# A batch later nothing more may arrive: every message was read once.
+sleep 1
+scrape
+m=$work/metrics.txt
+items=$(require_value "$m" "$items_series")
+[[ $items -eq $events ]] || fail "sketchd_pipeline_items_total is $items, produced $events events"
+consumed=$(require_value "$m" "sketchd_messages_consumed_total{topic=\"$topic\"}")
+[[ $consumed -eq $events ]] || fail "sketchd_messages_consumed_total is $consumed, produced $events"
+for reason in invalid_json missing_field not_scalar empty_item oversized; do
+  v=$(require_value "$m" "sketchd_pipeline_extract_failures_total{pipeline=\"$pipeline\",reason=\"$reason\"}")
+  [[ $v -eq 0 ]] || fail "extract failures ($reason) is $v on a clean stream"
+done
+log "items_total = messages_consumed_total = $events, no extract failures"
+
+# ---- Heavy hitters ----------------------------------------------------------------------
+window_items=$(require_value "$m" "sketchd_cms_window_items{pipeline=\"$pipeline\"}")
+[[ $window_items -eq $events ]] || fail "sketchd_cms_window_items is $window_items, expected $events"
+bound=$(require_value "$m" "sketchd_cms_error_bound_items{pipeline=\"$pipeline\"}")
+phi=$(require_value "$m" "sketchd_heavy_hitter_threshold_ratio{pipeline=\"$pipeline\"}")
+# The bound is e/w·N with w = ⌈e/ε⌉ (so at most ε·N, and within 0.1% of it for ε = 0.001).
+check "0.99 * $epsilon * $events <= $bound <= $epsilon * $events + 1e-9" \
+  "error bound $bound is not ε·N = $epsilon·$events"
+check "$phi == $threshold" "sketchd_heavy_hitter_threshold_ratio is $phi, not $threshold"
+
+api "api/v1/pipelines/$pipeline/topk" "$work/topk.json"
+[[ $api_status == 200 ]] || fail "GET /topk: HTTP $api_status"
+log "topk: $(cut -c1-300 "$work/topk.json")"
+
+# Every check of the top-k in one place: the JSON, the truth and the scrape.
+"$python" - "$work/topk.json" "$work/truth" "$m" "$events" "$threshold" "$epsilon" "$pipeline" <<'EOF' \
+  || fail "the top-k does not match the exact counts (see above)"
+import json, re, sys
+topk = json.load(open(sys.argv[1]))
+truth = {}
+for line in open(sys.argv[2]):
+    item, count = line.split()
+    truth[item] = int(count)
+scrape = open(sys.argv[3]).read()
+n, phi, eps, pipeline = int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6]), sys.argv[7]
+problems = []
+if topk["window_items"] != n:
+    problems.append(f"window_items {topk['window_items']} != {n}")
+bound = topk["error_bound"]
+listed = {e["item"]: e for e in topk["items"]}
+estimates = [e["estimate"] for e in topk["items"]]
+if estimates != sorted(estimates, reverse=True):
+    problems.append(f"top-k not sorted by estimate: {estimates}")
+if len(topk["items"]) > 10:
+    problems.append(f"{len(topk['items'])} items listed, top_k is 10")
+heavy = [item for item, count in truth.items() if count >= phi * n]
+if len(heavy) != 5:
+    problems.append(f"the stream has {len(heavy)} heavy items, expected 5: {heavy}")
+def sample(name, item):
+    m = re.search(rf'^{name}{{pipeline="{pipeline}",item="{re.escape(item)}"}} (\S+)$', scrape, re.M)
+    return float(m.group(1)) if m else None
+for item in heavy:
+    true = truth[item]
+    e = listed.get(item)
+    if e is None:
+        problems.append(f"heavy item {item} (true count {true}) is not in the top-k")
+        continue
+    if not (true <= e["estimate"] <= true + bound):
+        problems.append(f"{item}: estimate {e['estimate']} not in [true {true}, true + εN {true + bound:.1f}]")
+    if not e["heavy"]:
+        problems.append(f"{item}: true count {true} ≥ φN = {phi * n:.0f} but heavy is false")
+    if abs(e["ratio"] - e["estimate"] / n) > 1e-9:
+        problems.append(f"{item}: ratio {e['ratio']} != estimate / N")
+    c = sample("sketchd_heavy_hitter_estimated_count", item)
+    if c != e["estimate"]:
+        problems.append(f"{item}: sketchd_heavy_hitter_estimated_count is {c}, /topk says {e['estimate']}")
+    r = sample("sketchd_heavy_hitter_ratio", item)
+    if r is None or abs(r - e["estimate"] / n) > 1e-9:
+        problems.append(f"{item}: sketchd_heavy_hitter_ratio is {r}, expected {e['estimate'] / n}")
+# An item enters the heavy set at φN and leaves below 0.9·φN (hysteresis): the flag is
+# certain outside that band, and this stream has no item inside it.
+for e in topk["items"]:
+    if (e["estimate"] >= phi * n and not e["heavy"]) or (e["estimate"] < 0.9 * phi * n and e["heavy"]):
+        problems.append(f"{e['item']}: heavy is {e['heavy']} with estimate {e['estimate']}, φN = {phi * n}")
+series = len(re.findall(rf'^sketchd_heavy_hitter_estimated_count{{pipeline="{pipeline}",', scrape, re.M))
+if series != len(topk["items"]):
+    problems.append(f"{series} sketchd_heavy_hitter_estimated_count series, {len(topk['items'])} top-k items")
+for p in problems:
+    print("  top-k:", p, file=sys.stderr)
+sys.exit(1 if problems else 0)
+EOF
+log "top-k: every heavy item listed with true ≤ estimate ≤ true + εN; gauges agree"
+
+# /estimate: never below the true count, at most εN above it (probability ≥ 1 − δ each):
+# the five heavy items, every 500th item of the tail and one never produced. The outcome
+# is deterministic: the hash seed and the multiset of items are fixed, and a conservative
+# update never exceeds the plain Count-Min estimate, which ignores the arrival order.
+"$python" - "$http/api/v1/pipelines/$pipeline" "$work/truth" "$events" "$bound" <<'EOF' \
+  || fail "/estimate is outside [true, true + εN] (see above)"
+import json, sys, urllib.parse, urllib.request
+base, truth_file, n, bound = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+truth = [(item, int(count)) for item, count in (line.split() for line in open(truth_file))]
+sample = truth[:5] + truth[5::500] + [("never-produced-item", 0)]
+problems = []
+for item, true in sample:
+    with urllib.request.urlopen(f"{base}/estimate?item={urllib.parse.quote(item)}", timeout=5) as r:
+        d = json.load(r)
+    if d["item"] != item or d["window_items"] != n or not (true <= d["estimate"] <= true + bound):
+        problems.append(f"{item} (true count {true}): {d}")
+for p in problems:
+    print("  /estimate:", p, file=sys.stderr)
+sys.exit(1 if problems else 0)
+EOF
+log "/estimate: produced items and an unseen item within [true, true + εN]"
+
+# ---- Dedup ------------------------------------------------------------------------------
+first=$(require_value "$m" "sketchd_dedup_first_seen_total{pipeline=\"$pipeline\"}")
+dups=$(require_value "$m" "sketchd_dedup_duplicates_total{pipeline=\"$pipeline\"}")
+[[ $((first + dups)) -eq $items ]] \
+  || fail "first_seen ($first) + duplicates ($dups) != items ($items)"
+# No false negatives: first_seen ≤ distinct. Each first occurrence is a false positive with
+# probability ≤ fpr; allow 5× the expected number, plus 5.
+allowance=$("$python" -c "print(int($distinct * $fpr * 5 + 5))")
+((first <= distinct)) || fail "first_seen $first > $distinct distinct items (a false negative)"
+((first >= distinct - allowance)) \
+  || fail "first_seen $first < $distinct distinct − $allowance (false positives beyond fpr)"
+# The fill-based estimate n̂ = −(m/k)·ln(1 − X/m) of the distinct items (Swamidass and
+# Baldi): at a fill of a few percent its standard deviation is well under 1% of n, so 5%
+# is far outside the noise.
+estimated=$(require_value "$m" "sketchd_bloom_estimated_items{pipeline=\"$pipeline\"}")
+check "abs($estimated - $distinct) <= 0.05 * $distinct" \
+  "sketchd_bloom_estimated_items is $estimated, $distinct distinct items"
+fill=$(require_value "$m" "sketchd_bloom_fill_ratio{pipeline=\"$pipeline\",generation=\"0\"}")
+check "0 < $fill < 1" "sketchd_bloom_fill_ratio of the newest generation is $fill"
+log "dedup: first_seen $first + duplicates $dups = $items; $distinct distinct (allowance $allowance)"
+
+# /seen: true for produced items (no false negatives), false for items never produced
+# (a false positive has probability ≈ the estimated FPR, about 1e-20 at this fill).
+"$python" - "$http/api/v1/pipelines/$pipeline" "$work/truth" <<'EOF' || fail "/seen is wrong (see above)"
+import json, sys, urllib.parse, urllib.request
+base = sys.argv[1]
+produced = [line.split()[0] for line in open(sys.argv[2])]
+expected = {item: True for item in produced[:5] + produced[5::300]}
+expected.update({"never-produced-item": False, "u6": False, "t5000": False})
+problems = []
+for item, seen in expected.items():
+    with urllib.request.urlopen(f"{base}/seen?item={urllib.parse.quote(item)}", timeout=5) as r:
+        d = json.load(r)
+    if d["item"] != item or d["seen"] is not seen:
+        problems.append(f"{item}: {d}, expected seen {seen}")
+for p in problems:
+    print("  /seen:", p, file=sys.stderr)
+sys.exit(1 if problems else 0)
+EOF
+log "/seen: produced items true, never-produced items false"
+
+# ---- The rest of the HTTP API -----------------------------------------------------------
+for path in "api/v1/pipelines/nope" "api/v1/pipelines/nope/topk" "api/v1/pipelines/nope/estimate?item=u1" \
+  "api/v1/pipelines/nope/seen?item=u1"; do
+  api "$path" "$work/error.json"
+  [[ $api_status == 404 ]] || fail "GET /$path: HTTP $api_status, expected 404"
+  err=$(json "$work/error.json" 'd["error"]') || fail "GET /$path: the body is not a JSON error: $(cat "$work/error.json")"
+  [[ $err == *nope* ]] || fail "GET /$path: the error \"$err\" does not name the pipeline"
+done
+api "api/v1/pipelines/$pipeline/estimate" "$work/error.json"
+[[ $api_status == 400 ]] || fail "GET /estimate without ?item=: HTTP $api_status, expected 400"
+json "$work/error.json" 'd["error"]' >/dev/null || fail "GET /estimate without ?item=: no JSON error"
+api "api/v1/pipelines" "$work/pipelines.json"
+[[ $api_status == 200 ]] || fail "GET /api/v1/pipelines: HTTP $api_status"
+[[ $(json "$work/pipelines.json" '[p["name"] for p in d["pipelines"]]') == "[\"$pipeline\"]" ]] \
+  || fail "GET /api/v1/pipelines: $(cat "$work/pipelines.json")"
+[[ $(json "$work/pipelines.json" 'd["pipelines"][0]["items_total"]') -eq $events ]] \
+  || fail "GET /api/v1/pipelines: items_total is not $events"
+api "api/v1/pipelines/$pipeline" "$work/pipeline.json"
+[[ $api_status == 200 ]] || fail "GET /api/v1/pipelines/$pipeline: HTTP $api_status"
+for path in healthz readyz; do
+  api "$path" "$work/status.json"
+  [[ $api_status == 200 ]] || fail "GET /$path: HTTP $api_status"
+done
+log "HTTP API: 404 JSON errors for an unknown pipeline, 400 without item, /healthz and /readyz 200"
+
+if command -v promtool >/dev/null 2>&1; then
+  promtool check metrics <"$m" >"$work/promtool.out" 2>&1 \
+    || { cat "$work/promtool.out" >&2; fail "promtool check metrics rejects the scrape"; }
+  log "promtool check metrics: ok"
+fi
+
+stop_process "$daemon_pid" 5 || fail "sketchd did not exit within 5 s of SIGTERM"
+[[ $stop_status -eq 0 ]] || fail "sketchd exited with status $stop_status after SIGTERM"
+echo "PASS"

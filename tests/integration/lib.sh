@@ -1,0 +1,286 @@
+# shellcheck shell=bash
+# Shared helpers of the daemon's integration tests (tests/integration/daemon_*.sh).
+# Source it after `set -euo pipefail`:
+#
+#   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+#   itest_init "$@"                  # sketchd path from $1; work dir; EXIT trap; tools
+#   start_mock_kafka events:4        # sets $bootstrap
+#   port=$(free_port)
+#   write a config to "$work/sketchd.yaml", then
+#   start_daemon "$work/sketchd.yaml" # sets $daemon_pid; waits for /readyz
+#   wait_metric 'sketchd_pipeline_items_total{pipeline="clicks"}' -ge 1000 60
+#
+# Every process started through start_background is killed by the EXIT trap; a failing
+# check prints the logs of every process it started. Nothing here sleeps for a fixed
+# long time: waits are bounded poll loops.
+
+# Results go to globals the tests read ($stop_status, $api_status, $metric…), and the
+# tests set $port before start_daemon: shellcheck cannot see either side.
+# shellcheck disable=SC2034,SC2154
+
+readonly ITEST_SKIP=77
+
+# itest_init PATH/TO/sketchd: checks the tools, makes the work directory, installs the
+# EXIT trap. Exits 77 (skipped) when a client the tests need is not installed.
+itest_init() {
+  sketchd=${1:?usage: $0 PATH/TO/sketchd}
+  [[ -x $sketchd ]] || { echo "FAIL: $sketchd is not an executable" >&2; exit 1; }
+  sketchd=$(cd "$(dirname "$sketchd")" && pwd)/$(basename "$sketchd")  # tests may cd
+  local tool
+  for tool in kcat curl python3 ${ITEST_EXTRA_TOOLS[@]+"${ITEST_EXTRA_TOOLS[@]}"}; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+      echo "SKIP: $tool is not installed"
+      exit "$ITEST_SKIP"
+    fi
+  done
+  # The interpreter itself, not a version manager's shim in front of it (which can cost
+  # 0.1 s per start): the checks start python3 often.
+  python=$(python3 -c 'import sys; print(sys.executable)')
+  work=$(mktemp -d "${TMPDIR:-/tmp}/sketchd-itest.XXXXXX")
+  itest_pids=()
+  itest_names=()
+  trap itest_cleanup EXIT
+  # Killed from outside (ctest's timeout, Ctrl-C): clean up too.
+  trap 'exit 143' TERM
+  trap 'exit 130' INT
+}
+
+# Kills every process still running (SIGKILL: a test that got here has failed or is
+# done), then removes the work directory unless ITEST_KEEP is set.
+itest_cleanup() {
+  local status=$?
+  local pid
+  for pid in "${itest_pids[@]}"; do
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -KILL "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
+  if [[ -n ${ITEST_KEEP:-} ]]; then
+    echo "work directory kept: $work" >&2
+  else
+    rm -rf "$work"
+  fi
+  exit "$status"
+}
+
+# fail MESSAGE…: prints the message and the tail of every log, exits 1.
+fail() {
+  echo "FAIL: $*" >&2
+  local i f
+  for i in "${!itest_names[@]}"; do
+    for f in "$work/${itest_names[$i]}.out" "$work/${itest_names[$i]}.err"; do
+      if [[ -s $f ]]; then
+        echo "--- last lines of ${f##*/}:" >&2
+        tail -n 40 "$f" | cut -c1-400 >&2
+      fi
+    done
+  done
+  exit 1
+}
+
+log() { echo "$(date +%T.%3N) $*"; }
+
+# check PYTHON_EXPRESSION MESSAGE…: fails with MESSAGE unless the expression is true
+# (for comparisons of real numbers, which bash cannot do).
+check() {
+  local expression=$1
+  shift
+  "$python" -c "import sys; sys.exit(0 if ($expression) else 1)" || fail "$@"
+}
+
+# start_background NAME COMMAND…: runs COMMAND with stdout and stderr in
+# $work/NAME.out and $work/NAME.err; sets $last_pid. Killed at exit.
+start_background() {
+  local name=$1
+  shift
+  : >"$work/$name.out"
+  : >"$work/$name.err"
+  "$@" >"$work/$name.out" 2>"$work/$name.err" &
+  last_pid=$!
+  itest_pids+=("$last_pid")
+  itest_names+=("$name")
+}
+
+# now_us: the wall clock in microseconds.
+now_us() { echo "${EPOCHREALTIME/./}"; }
+
+# stop_process PID [SECONDS]: sends SIGTERM and waits at most SECONDS (default 5) for the
+# exit. Sets $stop_status to the exit status and $stop_ms to the time it took in ms;
+# returns 1 (after SIGKILL) when the process did not exit in time.
+stop_process() {
+  local pid=$1 limit=${2:-5}
+  local start
+  start=$(now_us)
+  kill -TERM "$pid" 2>/dev/null || true
+  while kill -0 "$pid" 2>/dev/null; do
+    if (($(now_us) - start > limit * 1000000)); then
+      kill -KILL "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+      stop_status=137
+      stop_ms=$((($(now_us) - start) / 1000))
+      return 1
+    fi
+    sleep 0.05
+  done
+  stop_status=0
+  wait "$pid" || stop_status=$?
+  stop_ms=$((($(now_us) - start) / 1000))
+  return 0
+}
+
+# free_port: a TCP port of 127.0.0.1 that nothing listens on now (the kernel picks it).
+free_port() {
+  "$python" -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()'
+}
+
+# start_mock_kafka TOPIC[:PARTITIONS]…: starts `sketchd mock-kafka` with these topics and
+# sets $bootstrap and $mock_pid.
+start_mock_kafka() {
+  local args=() t
+  for t in "$@"; do args+=(--topic "$t"); done
+  start_background mock-kafka "$sketchd" mock-kafka "${args[@]}"
+  mock_pid=$last_pid
+  bootstrap=
+  local first
+  for _ in $(seq 100); do
+    if IFS= read -r first <"$work/mock-kafka.out" && [[ -n $first ]]; then
+      [[ $first == "bootstrap: "* ]] || fail "mock-kafka printed \"$first\", not \"bootstrap: …\""
+      bootstrap=${first#bootstrap: }
+      log "mock-kafka at $bootstrap"
+      return 0
+    fi
+    kill -0 "$mock_pid" 2>/dev/null || fail "sketchd mock-kafka exited before printing its bootstrap line"
+    sleep 0.1
+  done
+  fail "sketchd mock-kafka printed no bootstrap line within 10 s"
+}
+
+# produce TOPIC [KCAT OPTIONS…] < LINES: produces with kcat and waits for every delivery.
+produce() {
+  local topic=$1
+  shift
+  timeout 60 kcat -P -b "$bootstrap" -t "$topic" -X message.timeout.ms=30000 "$@" \
+    || fail "kcat could not produce to $topic"
+}
+
+# start_daemon CONFIG [NAME]: runs `sketchd run --config CONFIG` (logs in $work/NAME.err,
+# NAME defaults to "sketchd"), sets $daemon_pid and $http, and waits until /readyz
+# answers 200 (at most 30 s). The config's http.listen must be 127.0.0.1:$port.
+start_daemon() {
+  local config=$1 name=${2:-sketchd}
+  start_background "$name" "$sketchd" run --config "$config"
+  daemon_pid=$last_pid
+  http="http://127.0.0.1:$port"
+  wait_http "$http/readyz" 30 "$daemon_pid"
+  log "sketchd ($name, pid $daemon_pid) ready on $http"
+}
+
+# wait_http URL SECONDS [PID]: waits until URL answers 200; fails when PID exits first.
+wait_http() {
+  local url=$1 limit=$2 pid=${3:-}
+  local deadline=$((SECONDS + limit))
+  while ((SECONDS < deadline)); do
+    if [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$url" || true) == 200 ]]; then
+      return 0
+    fi
+    if [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then
+      fail "the process (pid $pid) exited before $url answered"
+    fi
+    sleep 0.1
+  done
+  fail "$url did not answer 200 within $limit s"
+}
+
+# scrape: GET $http/metrics into $work/metrics.txt.
+scrape() {
+  curl -sf --max-time 5 "$http/metrics" >"$work/metrics.txt" || fail "GET $http/metrics failed"
+}
+
+# metric_value FILE SERIES: the value of the sample whose name and labels are exactly
+# SERIES (as the exposition prints it, e.g. 'sketchd_pipeline_items_total{pipeline="a"}');
+# prints nothing when there is no such sample.
+metric_value() {
+  # Through the environment: `awk -v` would interpret the backslashes of escaped labels.
+  SERIES=$2 awk '
+    /^#/ { next }
+    {
+      i = match($0, / [^ ]+$/)       # the value is the last field; labels may hold spaces
+      if (i && substr($0, 1, i - 1) == ENVIRON["SERIES"]) { print substr($0, i + 1); exit }
+    }' "$1"
+}
+
+# metric_series FILE NAME: every sample line of the metric NAME (no comments).
+metric_series() {
+  NAME=$2 awk '
+    /^#/ { next }
+    { n = $0; sub(/[{ ].*/, "", n); if (n == ENVIRON["NAME"]) print }' "$1"
+}
+
+# require_value FILE SERIES: like metric_value, but fails when the sample is absent.
+require_value() {
+  local v
+  v=$(metric_value "$1" "$2")
+  [[ -n $v ]] || fail "no sample $2 in the scrape"
+  echo "$v"
+}
+
+# wait_metric SERIES OP TARGET SECONDS: scrapes until the sample's value satisfies the
+# numeric comparison OP (-eq, -ne, -ge, -gt, -le, -lt) with TARGET; fails after SECONDS.
+# Leaves the last scrape in $work/metrics.txt and the value in $metric.
+wait_metric() {
+  local series=$1 op=$2 target=$3 limit=$4
+  local deadline=$((SECONDS + limit))
+  metric=
+  while ((SECONDS < deadline)); do
+    kill -0 "$daemon_pid" 2>/dev/null || fail "sketchd exited while waiting for $series $op $target"
+    scrape
+    metric=$(metric_value "$work/metrics.txt" "$series")
+    if [[ -n $metric ]] && compare "$metric" "$op" "$target"; then
+      return 0
+    fi
+    sleep 0.2
+  done
+  fail "$series is \"$metric\" after $limit s, expected $op $target"
+}
+
+# compare A OP B: the numeric comparison OP (-eq, -ne, -ge, -gt, -le, -lt) of two numbers
+# in any notation the exposition uses (42, 0.5, 1e-05).
+compare() {
+  awk -v a="$1" -v op="$2" -v b="$3" 'BEGIN {
+    a += 0; b += 0
+    if (op == "-eq") r = a == b; else if (op == "-ne") r = a != b
+    else if (op == "-ge") r = a >= b; else if (op == "-gt") r = a > b
+    else if (op == "-le") r = a <= b; else if (op == "-lt") r = a < b
+    else { print "compare: unknown operator " op > "/dev/stderr"; exit 2 }
+    exit !r
+  }'
+}
+
+# api PATH [FILE]: GET $http/PATH (any status) into FILE (default $work/api.json); sets
+# $api_status to the HTTP status.
+api() {
+  local file=${2:-$work/api.json}
+  api_status=$(curl -s --max-time 5 -o "$file" -w '%{http_code}' "$http/$1") \
+    || fail "GET $http/$1 failed"
+}
+
+# json FILE EXPR: evaluates the Python expression EXPR with `d` bound to FILE's JSON and
+# prints the result (JSON for containers and booleans, plain text for strings/numbers).
+json() {
+  "$python" - "$1" "$2" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1], encoding="utf-8"))
+v = eval(sys.argv[2], {"d": d})
+print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)
+EOF
+}
+
+# check_log FILE PATTERN: fails unless FILE has a line matching the extended regex.
+check_log() {
+  grep -Eq -- "$2" "$1" || fail "no line matching /$2/ in ${1##*/}"
+}
