@@ -17,7 +17,7 @@ PACKAGES=(
   # and the compose-file validator
   kcat curl prometheus docker-compose python3
   # benchmarks against the classic shell baselines
-  gawk coreutils time
+  gawk coreutils time wamerican
 )
 
 missing=()
