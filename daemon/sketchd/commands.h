@@ -20,11 +20,15 @@ namespace sketchd {
 struct mock_kafka_options {
   int brokers = 1;
   std::vector<std::pair<std::string, int>> topics;  // name, partitions
+  bool control = false;  // read fault-injection commands from stdin
 };
 
 // `sketchd mock-kafka`: serves librdkafka's mock cluster on loopback, prints
 // "bootstrap: HOST:PORT[,HOST:PORT…]" as the first line on stdout, and returns 0 on
-// SIGINT or SIGTERM.
+// SIGINT or SIGTERM. With `control`, reads one fault-injection command per line on stdin
+// (for tests): `down BROKER`, `up BROKER`, `rtt BROKER MS`, `errors API CODE[,CODE…]`
+// (the next requests of that API number fail with those Kafka error codes), `clear API`;
+// answers "ok: COMMAND" on stdout or "error: …" on stderr.
 [[nodiscard]] int mock_kafka_command(const mock_kafka_options& options);
 
 }  // namespace sketchd

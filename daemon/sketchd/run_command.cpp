@@ -1,12 +1,20 @@
 // `sketchd run`: the daemon's main loop.
 //
-//   config ─► [embedded broker] ─► pipelines ─► metrics + HTTP ─► source ─► loop:
-//     poll a batch → each pipeline: begin_batch, process its messages, end_batch
-//     → store the batch's offsets → (every summary_interval) one log line per pipeline
+//   config ─► [embedded broker] ─► pipelines [◄─ snapshot restored from state.dir]
+//          ─► metrics + HTTP ─► source (+ rebalance hooks) ─► processor (+ sink) ─► loop:
+//     poll a batch → processor: pipelines, forwarding, alert events
+//     → serve delivery reports → store the offsets that became storable
+//     → (every snapshot_interval) deliver everything, snapshot the state with its positions
+//     → (every summary_interval) one log line per pipeline
 //
-// One processing thread (this one) owns the pipelines' state; librdkafka and the HTTP
-// server run their own threads. Signals only set a flag that the loop reads; on SIGINT or
-// SIGTERM the loop finishes its batch, stores and commits the offsets, and returns 0.
+// One processing thread (this one) owns the pipelines' state and serves the producer's
+// delivery reports; librdkafka and the HTTP server run their own threads. Signals only set
+// a flag that the loop reads; on SIGINT or SIGTERM the loop finishes its batch, waits for
+// the outputs to be delivered, writes a snapshot, commits the offsets, and returns 0.
+//
+// Order at shutdown matters for what a restart sees (docs/SEMANTICS.md): the snapshot is
+// written before the final commit, so a crash between the two resumes from the snapshot.
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -26,6 +34,18 @@
 #include "sketchd/kafka/source.h"
 #include "sketchd/metrics/metrics.h"
 #include "sketchd/pipeline/pipeline.h"
+#include "sketchd/processor.h"
+#if __has_include("sketchd/state/snapshot.h")  // TEMPORARY while the state module is written
+#include "sketchd/state/snapshot.h"
+#define SKETCHD_HAVE_STATE 1
+#else
+#define SKETCHD_HAVE_STATE 0
+namespace sketchd::state {
+struct partition_offset { std::string topic; std::int32_t partition; std::int64_t next_offset; };
+struct snapshot { std::int64_t created_ms; std::vector<partition_offset> offsets; std::vector<std::pair<std::string, std::string>> pipelines; };
+struct store { explicit store(std::string) {} struct r { std::uint64_t bytes; }; r write(const snapshot&) { return {0}; } };
+}
+#endif
 #include "sketchd/util/logging.h"
 
 namespace sketchd {
@@ -82,9 +102,98 @@ struct loop_counters {
   std::vector<std::uint64_t> consumed_by_topic;
 };
 
+// The snapshot metrics, published after each attempt.
+struct snapshot_stats {
+  std::mutex mutex;
+  double last_success_seconds = 0;  // unix time; 0 before the first
+  std::uint64_t failures = 0;
+  double duration_seconds = 0;
+  double size_bytes = 0;
+};
+
+std::vector<std::unique_ptr<pipeline>> make_pipelines(const config& cfg) {
+  std::vector<std::unique_ptr<pipeline>> pipelines;
+  for (const auto& p : cfg.pipelines) pipelines.push_back(std::make_unique<pipeline>(p));
+  return pipelines;
+}
+
+#if SKETCHD_HAVE_STATE
+// Restores the pipelines and their input positions from the snapshot of state.dir, if
+// there is one. A corrupt snapshot, or one made under another configuration, stops the
+// start (returns false) unless state.discard_incompatible_snapshot sets it aside.
+bool restore(const config& cfg, state::store& store, std::vector<std::unique_ptr<pipeline>>& pipelines,
+             std::vector<state::partition_offset>& positions) {
+  auto log = spdlog::default_logger();
+  const auto refuse_or_discard = [&](const std::string& problem) {
+    if (!cfg.state.discard_incompatible_snapshot) {
+      log->critical("{}; not starting. To set this snapshot aside and start with empty windows, set "
+                    "state.discard_incompatible_snapshot: true",
+                    problem);
+      return false;
+    }
+    log->warn("{}; setting it aside (state.discard_incompatible_snapshot) and starting with empty windows", problem);
+    store.set_aside(problem);
+    pipelines = make_pipelines(cfg);
+    positions.clear();
+    return true;
+  };
+  std::optional<state::snapshot> snap;
+  try {
+    snap = store.read();
+  } catch (const state::snapshot_error& e) {
+    return refuse_or_discard(fmt::format("cannot read snapshot {}: {}", store.path(), e.what()));
+  }
+  if (!snap) {
+    log->info("no snapshot in {}: the windows start empty", cfg.state.dir.value_or(""));
+    return true;
+  }
+  std::set<std::string> restored;
+  for (const auto& [name, blob] : snap->pipelines) {
+    auto it = std::find_if(pipelines.begin(), pipelines.end(), [&](const auto& p) { return p->name() == name; });
+    if (it == pipelines.end()) {
+      log->warn("snapshot {}: pipeline {} is no longer configured; its state is dropped", store.path(), name);
+      continue;
+    }
+    try {
+      (*it)->restore_state(blob);
+    } catch (const std::exception& e) {
+      return refuse_or_discard(
+          fmt::format("snapshot {} does not fit pipeline {} as configured: {}", store.path(), name, e.what()));
+    }
+    restored.insert(name);
+  }
+  for (const auto& p : pipelines) {
+    if (!restored.count(p->name())) log->info("pipeline {} is not in the snapshot: its windows start empty", p->name());
+  }
+  positions = snap->offsets;
+  log->info("restored snapshot {} of {} ({} pipeline(s), {} partition position(s))", store.path(),
+            fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", fmt::gmtime(static_cast<std::time_t>(snap->created_ms / 1000))),
+            restored.size(), positions.size());
+  return true;
+}
+
+#endif
+
 int run(const config& cfg) {
   auto log = spdlog::default_logger();
   auto pipeline_log = spdlog::get("pipeline");
+
+  // State first: a snapshot that cannot be used stops the start before anything else.
+  std::optional<state::store> store;
+  std::vector<state::partition_offset> restored_positions;
+  std::vector<std::unique_ptr<pipeline>> pipelines = make_pipelines(cfg);
+  if (cfg.state.dir) {
+    store.emplace(*cfg.state.dir);
+#if SKETCHD_HAVE_STATE
+    if (!restore(cfg, *store, pipelines, restored_positions)) return 1;
+#endif
+  }
+  std::vector<const pipeline*> readers;
+  std::vector<pipeline*> writers;
+  for (const auto& p : pipelines) {
+    readers.push_back(p.get());
+    writers.push_back(p.get());
+  }
 
   std::optional<kafka::mock_cluster> embedded;
   std::string bootstrap = cfg.kafka.brokers;
@@ -95,35 +204,34 @@ int run(const config& cfg) {
     log->info("embedded Kafka cluster (librdkafka mock) at {}", bootstrap);
   }
 
-  std::vector<std::unique_ptr<pipeline>> pipelines;
-  std::vector<const pipeline*> readers;
-  for (const auto& p : cfg.pipelines) {
-    pipelines.push_back(std::make_unique<pipeline>(p));
-    readers.push_back(pipelines.back().get());
-  }
-
-  // The topics of all pipelines, and for each the pipelines that read it.
+  // The topics of all pipelines.
   kafka::source_options so;
   so.bootstrap_servers = bootstrap;
   so.group_id = cfg.kafka.group_id;
   so.properties = cfg.kafka.properties;
   so.batch_size = cfg.kafka.batch_size;
   so.poll_timeout_ms = static_cast<std::int32_t>(cfg.kafka.poll_timeout.count());
-  std::vector<std::vector<pipeline*>> routes;
   for (const auto& p : pipelines) {
     for (const auto& t : p->config().topics) {
-      auto it = std::find(so.topics.begin(), so.topics.end(), t);
-      if (it == so.topics.end()) {
-        so.topics.push_back(t);
-        routes.emplace_back();
-        it = so.topics.end() - 1;
-      }
-      routes[static_cast<std::size_t>(it - so.topics.begin())].push_back(p.get());
+      if (std::find(so.topics.begin(), so.topics.end(), t) == so.topics.end()) so.topics.push_back(t);
     }
+  }
+
+  processor proc(cfg, writers, so.topics, bootstrap, [] { return stop_requested.load(); });
+  {
+    std::vector<kafka::partition_offset> positions;
+    for (const auto& o : restored_positions) {
+      const auto it = std::find(so.topics.begin(), so.topics.end(), o.topic);
+      if (it != so.topics.end()) {
+        positions.push_back({static_cast<std::size_t>(it - so.topics.begin()), o.partition, o.next_offset});
+      }
+    }
+    proc.restore_positions(positions);
   }
 
   metrics::registry registry;
   loop_counters counters;
+  snapshot_stats snapshots;
   counters.consumed_by_topic.assign(so.topics.size(), 0);
   registry.add([](std::vector<metrics::metric_family>& out) {
     out.push_back({"sketchd_build_info", "sketchd's version and source revision; always 1.", metrics::metric_type::gauge,
@@ -141,6 +249,25 @@ int run(const config& cfg) {
   for (const auto* p : readers) {
     registry.add([p](std::vector<metrics::metric_family>& out) { p->collect(out); });
   }
+  registry.add([&proc](std::vector<metrics::metric_family>& out) { proc.collect(out); });
+  if (store) {
+    const double interval = std::chrono::duration<double>(cfg.state.snapshot_interval).count();
+    registry.add([&snapshots, interval](std::vector<metrics::metric_family>& out) {
+      using metrics::metric_type;
+      std::lock_guard lock(snapshots.mutex);
+      out.push_back({"sketchd_snapshot_last_success_timestamp_seconds",
+                     "Unix time of the last snapshot written successfully (0 before the first).", metric_type::gauge,
+                     {{{}, snapshots.last_success_seconds}}});
+      out.push_back({"sketchd_snapshot_failures_total", "Snapshots that could not be taken or written.",
+                     metric_type::counter, {{{}, static_cast<double>(snapshots.failures)}}});
+      out.push_back({"sketchd_snapshot_duration_seconds", "Time the last snapshot took, delivery wait included.",
+                     metric_type::gauge, {{{}, snapshots.duration_seconds}}});
+      out.push_back({"sketchd_snapshot_size_bytes", "Size of the last snapshot file.", metric_type::gauge,
+                     {{{}, snapshots.size_bytes}}});
+      out.push_back({"sketchd_snapshot_interval_seconds", "state.snapshot_interval: how often a snapshot is taken.",
+                     metric_type::gauge, {{{}, interval}}});
+    });
+  }
   registry.add(metrics::collect_process_metrics);
 
   readiness ready;
@@ -151,6 +278,23 @@ int run(const config& cfg) {
                             port);
 
   kafka::source source(so);
+  std::vector<kafka::partition_offset> to_store;
+  source.on_assign([&proc](const kafka::topic_partition& tp) {
+    const std::optional<std::int64_t> start = proc.take_restored_position(tp);
+    proc.assigned(tp, start);
+    return start;
+  });
+  source.on_revoke([&](std::span<const kafka::topic_partition> revoked) {
+    // Deliver what is in flight, so that the offsets of the revoked partitions can be
+    // stored and committed before another member takes them over.
+    std::vector<kafka::partition_offset> offsets;
+    if (!proc.flush(std::chrono::seconds(10), offsets)) {
+      log->warn("rebalance: outputs still undelivered after 10 s; the new owner of the revoked partitions "
+                "will read their unacknowledged messages again");
+    }
+    source.store_offsets(offsets);
+    proc.revoked(revoked);
+  });
   registry.add([&source](std::vector<metrics::metric_family>& out) {
     metrics::metric_family f{"sketchd_kafka_consumer_lag_messages",
                              "Messages between the group's committed offset and the end of each assigned partition.",
@@ -163,6 +307,41 @@ int run(const config& cfg) {
   log->info("consuming {} topic(s) as group {} from {}", so.topics.size(), so.group_id, bootstrap);
   for (const auto& [k, v] : cfg.kafka.properties) log->debug("kafka property {} = {}", k, redact_property(k, v));
 
+  // Delivers everything in flight, then writes the pipelines' state with the positions it
+  // reflects. Skipped (and counted as a failure) when some output is not delivered.
+  const auto take_snapshot = [&](std::chrono::milliseconds wait) {
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<kafka::partition_offset> offsets;
+    const bool delivered = proc.flush(wait, offsets);
+    source.store_offsets(offsets);
+    const auto fail = [&](const std::string& why) {
+      log->error("snapshot not written: {}", why);
+      std::lock_guard lock(snapshots.mutex);
+      ++snapshots.failures;
+    };
+    if (!delivered || !proc.quiescent()) {
+      fail(proc.failed() ? "forwarding failed" : "outputs still undelivered");
+      return;
+    }
+    state::snapshot snap;
+    snap.created_ms = wall_ms();
+    for (const auto& o : proc.positions()) snap.offsets.push_back({so.topics[o.topic_index], o.partition, o.next_offset});
+#if SKETCHD_HAVE_STATE
+    for (const auto& p : pipelines) snap.pipelines.emplace_back(p->name(), p->save_state());
+#endif
+    try {
+      const auto written = store->write(snap);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      log->debug("snapshot written: {} bytes in {:.3f} s", written.bytes, seconds);
+      std::lock_guard lock(snapshots.mutex);
+      snapshots.last_success_seconds = static_cast<double>(snap.created_ms) / 1000.0;
+      snapshots.duration_seconds = seconds;
+      snapshots.size_bytes = static_cast<double>(written.bytes);
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+  };
+
   std::unique_ptr<generator> gen;
   if (cfg.generator) {
     gen = std::make_unique<generator>(*cfg.generator, bootstrap, cfg.kafka.properties);
@@ -172,11 +351,14 @@ int run(const config& cfg) {
 
   std::vector<std::uint64_t> consumed(so.topics.size(), 0);
   auto last_summary = std::chrono::steady_clock::now();
+  auto last_snapshot = std::chrono::steady_clock::now();
   std::vector<std::uint64_t> items_at_summary(pipelines.size(), 0);
   int status = 0;
 
   while (!stop_requested.load()) {
-    if (auto fatal = source.fatal_error()) {
+    std::optional<std::string> fatal = source.fatal_error();
+    if (!fatal) fatal = proc.fatal_error();
+    if (fatal) {
       log->critical("fatal Kafka error, stopping: {}", *fatal);
       ready.set(false, "fatal Kafka error: " + *fatal);
       status = 1;
@@ -184,27 +366,28 @@ int run(const config& cfg) {
     }
     const auto batch = source.poll_batch();
     const std::int64_t now = wall_ms();
-    for (auto& p : pipelines) p->begin_batch();
-    for (const kafka::record& r : batch) {
-      ++consumed[r.topic_index];
-      for (pipeline* p : routes[r.topic_index]) (void)p->process(r.view, r.timestamp_ms, now);
+    if (!proc.failed()) {
+      for (const kafka::record& r : batch) ++consumed[r.topic_index];
+      proc.process(batch, now);
     }
-    for (auto& p : pipelines) {
-      for (const auto& e : p->end_batch(now)) {
-        pipeline_log->info("{}: {} {} the heavy set: estimate {} of {} items ({:.2f}%, threshold {:.2f}%)", p->name(),
-                           metrics::clean_label_value(e.item), e.kind == sketch::heavy_event::kind::enter ? "entered" : "left",
-                           e.estimate, e.window_items,
-                           e.window_items ? 100.0 * static_cast<double>(e.estimate) / static_cast<double>(e.window_items) : 0.0,
-                           100.0 * p->config().heavy_hitters->threshold);
-      }
+    to_store.clear();
+    proc.poll(to_store);
+    source.store_offsets(to_store);
+    if (proc.failed() && !source.paused()) {
+      // Never skip ahead: stop reading, keep serving metrics and /readyz with the reason.
+      source.pause();
+      ready.set(false, proc.failure_reason());
     }
-    source.store_offsets();
     {
       std::lock_guard lock(counters.mutex);
       counters.consumed_by_topic = consumed;
     }
 
     const auto t = std::chrono::steady_clock::now();
+    if (store && !proc.failed() && t - last_snapshot >= cfg.state.snapshot_interval) {
+      take_snapshot(std::chrono::seconds(30));
+      last_snapshot = std::chrono::steady_clock::now();
+    }
     if (cfg.log.summary_interval.count() > 0 && t - last_summary >= cfg.log.summary_interval) {
       const double seconds = std::chrono::duration<double>(t - last_summary).count();
       for (std::size_t i = 0; i < pipelines.size(); ++i) {
@@ -219,6 +402,17 @@ int run(const config& cfg) {
   ready.set(false, "shutting down");
   if (stop_signal.load()) log->info("received signal {}, shutting down", stop_signal.load());
   if (gen) gen->stop();
+  if (status == 0) {
+    if (store && !proc.failed()) {
+      take_snapshot(std::chrono::seconds(10));
+    } else {
+      to_store.clear();
+      if (!proc.flush(std::chrono::seconds(10), to_store)) {
+        log->warn("outputs still undelivered at shutdown: their input messages will be read again after a restart");
+      }
+      source.store_offsets(to_store);
+    }
+  }
   source.close();
   http.stop();
   log->info("stopped");

@@ -139,11 +139,20 @@ s.close()'
 }
 
 # start_mock_kafka TOPIC[:PARTITIONS]…: starts `sketchd mock-kafka` with these topics and
-# sets $bootstrap and $mock_pid.
+# sets $bootstrap and $mock_pid. With MOCK_CONTROL=1 in the environment, the cluster reads
+# fault-injection commands (`sketchd mock-kafka --control`) sent by mock_control.
 start_mock_kafka() {
   local args=() t
   for t in "$@"; do args+=(--topic "$t"); done
-  start_background mock-kafka "$sketchd" mock-kafka "${args[@]}"
+  if [[ -n ${MOCK_CONTROL:-} ]]; then
+    mkfifo "$work/mock-control"
+    # Read-write: opening the FIFO does not wait for the other side.
+    exec {mock_control_fd}<>"$work/mock-control"
+    mock_control_sent=0
+    start_background mock-kafka "$sketchd" mock-kafka --control "${args[@]}" <"$work/mock-control"
+  else
+    start_background mock-kafka "$sketchd" mock-kafka "${args[@]}"
+  fi
   mock_pid=$last_pid
   bootstrap=
   local first
@@ -158,6 +167,22 @@ start_mock_kafka() {
     sleep 0.1
   done
   fail "sketchd mock-kafka printed no bootstrap line within 10 s"
+}
+
+# mock_control COMMAND: sends a fault-injection command (down 1, up 1, errors 0 6,7, …) to
+# the cluster started with MOCK_CONTROL=1 and waits for its "ok" (at most 10 s).
+mock_control() {
+  local command=$1
+  echo "$command" >&"$mock_control_fd"
+  mock_control_sent=$((mock_control_sent + 1))
+  for _ in $(seq 100); do
+    if (($(grep -c '^ok: ' "$work/mock-kafka.out" || true) >= mock_control_sent)); then
+      log "mock-kafka: $command"
+      return 0
+    fi
+    sleep 0.1
+  done
+  fail "mock-kafka did not acknowledge \"$command\""
 }
 
 # produce TOPIC [KCAT OPTIONS…] < LINES: produces with kcat and waits for every delivery.

@@ -9,6 +9,7 @@
 
 #include "sketchd/generator/zipf.h"
 #include "sketchd/kafka/client.h"
+#include "sketchd/kafka/sink.h"
 
 namespace sketchd {
 
@@ -46,28 +47,9 @@ void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
 
 }  // namespace
 
-namespace {
-
-// The user's properties minus those only a consumer understands (librdkafka warns about
-// each on a producer); security and connection settings stay.
-std::map<std::string, std::string> producer_properties(const std::map<std::string, std::string>& all) {
-  static constexpr std::string_view kConsumerOnly[] = {
-      "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms", "auto.offset.reset",
-      "partition.assignment.strategy", "group.instance.id", "enable.auto.commit", "auto.commit.interval.ms",
-      "enable.auto.offset.store", "queued.min.messages", "queued.max.messages.kbytes", "fetch.wait.max.ms",
-      "fetch.message.max.bytes", "fetch.max.bytes", "fetch.min.bytes", "fetch.error.backoff.ms",
-      "isolation.level", "enable.partition.eof", "check.crcs", "group.protocol.type", "coordinator.query.interval.ms"};
-  std::map<std::string, std::string> out;
-  for (const auto& [k, v] : all) {
-    if (std::find(std::begin(kConsumerOnly), std::end(kConsumerOnly), k) == std::end(kConsumerOnly)) out.emplace(k, v);
-  }
-  return out;
-}
-
-}  // namespace
 
 void generator::run() {
-  kafka::client_config conf(producer_properties(properties_));
+  kafka::client_config conf(kafka::producer_properties(properties_));
   conf.set("bootstrap.servers", bootstrap_servers_);
   conf.set("linger.ms", "20");
   conf.set("compression.type", "lz4");

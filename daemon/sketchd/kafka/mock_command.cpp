@@ -9,14 +9,23 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <exception>
 #include <system_error>
 
+#include <poll.h>
 #include <pthread.h>
+#include <unistd.h>
 
 namespace sketchd {
 namespace {
@@ -58,6 +67,93 @@ class blocked_stop_signals {
   sigset_t previous_{};
 };
 
+// Parses and applies one command of --control; returns an error message or "".
+std::string apply_command(kafka::mock_cluster& cluster, const std::string& line) {
+  std::istringstream in(line);
+  std::string verb;
+  in >> verb;
+  const auto number = [&](long long min, long long max) -> std::optional<long long> {
+    long long v = 0;
+    if (!(in >> v) || v < min || v > max) return std::nullopt;
+    return v;
+  };
+  const std::int32_t brokers = cluster.broker_count();
+  if (verb == "down" || verb == "up") {
+    const auto id = number(1, brokers);
+    if (!id) return fmt::format("{}: a broker id from 1 to {}", verb, brokers);
+    if (verb == "down") {
+      cluster.set_broker_down(static_cast<std::int32_t>(*id));
+    } else {
+      cluster.set_broker_up(static_cast<std::int32_t>(*id));
+    }
+    return "";
+  }
+  if (verb == "rtt") {
+    const auto id = number(1, brokers);
+    const auto ms = number(0, 600'000);
+    if (!id || !ms) return "rtt: BROKER MS";
+    cluster.set_broker_rtt(static_cast<std::int32_t>(*id), std::chrono::milliseconds(*ms));
+    return "";
+  }
+  if (verb == "errors" || verb == "clear") {
+    const auto api = number(0, 100);
+    if (!api) return fmt::format("{}: a Kafka API number (0 = Produce, 1 = Fetch, 8 = OffsetCommit, …)", verb);
+    if (verb == "clear") {
+      cluster.clear_request_errors(static_cast<kafka::api_key>(*api));
+      return "";
+    }
+    std::string list;
+    in >> list;
+    std::vector<kafka::error_code> codes;
+    std::istringstream items(list);
+    for (std::string item; std::getline(items, item, ',');) {
+      try {
+        std::size_t used = 0;
+        const int code = std::stoi(item, &used);
+        if (used != item.size()) throw std::invalid_argument(item);
+        codes.push_back(static_cast<kafka::error_code>(code));
+      } catch (const std::exception&) {
+        return fmt::format("errors: not an error code: {}", item);
+      }
+    }
+    if (codes.empty()) return "errors: API CODE[,CODE...]";
+    cluster.push_request_errors(static_cast<kafka::api_key>(*api), codes);
+    return "";
+  }
+  return fmt::format("unknown command: {}", verb);
+}
+
+// Reads commands from stdin until `stop` (polling, so that it can be joined) or EOF.
+void serve_control(kafka::mock_cluster& cluster, const std::atomic<bool>& stop) {
+  std::string pending;
+  char buffer[4096];
+  while (!stop.load()) {
+    pollfd fd{STDIN_FILENO, POLLIN, 0};
+    const int ready = ::poll(&fd, 1, 200);
+    if (ready <= 0) continue;
+    const ssize_t n = ::read(STDIN_FILENO, buffer, sizeof buffer);
+    if (n <= 0) return;  // EOF: no more commands; keep serving
+    pending.append(buffer, static_cast<std::size_t>(n));
+    for (std::size_t end; (end = pending.find('\n')) != std::string::npos;) {
+      const std::string line = pending.substr(0, end);
+      pending.erase(0, end + 1);
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      std::string error;
+      try {
+        error = apply_command(cluster, line);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      if (error.empty()) {
+        fmt::print("ok: {}\n", line);
+        std::fflush(stdout);
+      } else {
+        fmt::print(stderr, "sketchd mock-kafka: error: {}\n", error);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int mock_kafka_command(const mock_kafka_options& options) {
@@ -77,7 +173,12 @@ int mock_kafka_command(const mock_kafka_options& options) {
                "SIGINT or SIGTERM\n",
                kafka::mock_cluster::kAutoCreatePartitions);
 
+    std::atomic<bool> stop_control{false};
+    std::thread control;
+    if (options.control) control = std::thread([&] { serve_control(cluster, stop_control); });
     const int received = signals.wait();
+    stop_control = true;
+    if (control.joinable()) control.join();
     fmt::print(stderr, "sketchd mock-kafka: {} received, stopping\n",
                received == SIGINT ? "SIGINT" : "SIGTERM");
   } catch (const std::exception& e) {

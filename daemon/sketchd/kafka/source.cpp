@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "sketchd/kafka/client.h"
+#include "sketchd/kafka/sink.h"
 
 namespace sketchd::kafka {
 
@@ -60,11 +61,28 @@ struct source::callbacks {
     auto* self = static_cast<source*>(opaque);
     const bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
     const bool assign = err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
+    std::vector<topic_partition> list;
+    for (int i = 0; i < partitions->cnt; ++i) {
+      const auto& tp = partitions->elems[i];
+      std::size_t index = 0;
+      while (index < self->options_.topics.size() && self->options_.topics[index] != tp.topic) ++index;
+      list.push_back({index, tp.partition});
+    }
     if (!assign) {
+      self->drop_from_batch(list);
+      if (self->on_revoke_) self->on_revoke_(list);
       // Offsets stored so far are committed before the partitions go to another member.
       const rd_kafka_resp_err_t c = rd_kafka_commit(rk, nullptr, 0);
       if (c && c != RD_KAFKA_RESP_ERR__NO_OFFSET) {
         log()->warn("commit before revocation failed: {}", rd_kafka_err2str(c));
+      }
+    } else if (self->on_assign_) {
+      for (int i = 0; i < partitions->cnt; ++i) {
+        if (const auto start = self->on_assign_(list[static_cast<std::size_t>(i)])) {
+          partitions->elems[i].offset = *start;
+          log()->info("partition {} [{}] starts at offset {} (restored state)", partitions->elems[i].topic,
+                      partitions->elems[i].partition, *start);
+        }
       }
     }
     if (cooperative) {
@@ -78,10 +96,15 @@ struct source::callbacks {
       const rd_kafka_resp_err_t e = rd_kafka_assign(rk, assign ? partitions : nullptr);
       if (e) log()->error("assign failed: {}", rd_kafka_err2str(e));
     }
-    rd_kafka_topic_partition_list_t* now = nullptr;
-    if (rd_kafka_assignment(rk, &now) == RD_KAFKA_RESP_ERR_NO_ERROR && now) {
-      self->assigned_ = static_cast<std::size_t>(now->cnt);
-      rd_kafka_topic_partition_list_destroy(now);
+    if (assign && self->paused_) rd_kafka_pause_partitions(rk, partitions);
+    // The assignment after this change (an incremental unassign completes asynchronously,
+    // so it is computed here rather than read back).
+    if (cooperative) {
+      self->assigned_ = assign ? self->assigned_.load() + static_cast<std::size_t>(partitions->cnt)
+                               : self->assigned_.load() - std::min(self->assigned_.load(),
+                                                                   static_cast<std::size_t>(partitions->cnt));
+    } else {
+      self->assigned_ = assign ? static_cast<std::size_t>(partitions->cnt) : 0;
     }
     log()->info("{} {} partition(s) ({} rebalance); {} assigned now", assign ? "assigned" : "revoked",
                 partitions->cnt, cooperative ? "cooperative" : "eager", self->assigned_.load());
@@ -137,7 +160,7 @@ source::source(const source_options& options)
   conf.set("fetch.wait.max.ms", "100");
   conf.set("queued.min.messages", "100000");
   conf.set("auto.offset.reset", "earliest");
-  for (const auto& [k, v] : options_.properties) conf.set(k, v);
+  for (const auto& [k, v] : consumer_properties(options_.properties)) conf.set(k, v);
   // ...except what at-least-once delivery depends on.
   conf.set("bootstrap.servers", options_.bootstrap_servers);
   conf.set("group.id", options_.group_id);
@@ -223,22 +246,50 @@ std::span<const record> source::poll_batch() {
   return records_;
 }
 
-void source::store_offsets() {
-  if (messages_.empty()) return;
-  // The last message of each partition carries the highest offset of the batch there.
-  std::vector<std::pair<rd_kafka_topic_t*, std::int32_t>> seen;
-  for (auto it = messages_.rbegin(); it != messages_.rend(); ++it) {
-    rd_kafka_message_t* m = *it;
-    bool done = false;
-    for (const auto& s : seen) done = done || (s.first == m->rkt && s.second == m->partition);
-    if (done) continue;
-    seen.emplace_back(m->rkt, m->partition);
-    // rd_kafka_offset_store() stores (and later commits) its argument + 1 itself.
-    const rd_kafka_resp_err_t err = rd_kafka_offset_store(m->rkt, m->partition, m->offset);
-    if (err) {
-      log()->debug("offset not stored [topic {}, partition {}, offset {}]: {}", rd_kafka_topic_name(m->rkt),
-                   m->partition, m->offset + 1, rd_kafka_err2str(err));
+void source::store_offsets(std::span<const partition_offset> offsets) {
+  if (offsets.empty() || closed_) return;
+  topic_partition_list_ptr list(rd_kafka_topic_partition_list_new(static_cast<int>(offsets.size())));
+  for (const partition_offset& o : offsets) {
+    rd_kafka_topic_partition_list_add(list.get(), options_.topics[o.topic_index].c_str(), o.partition)->offset =
+        o.next_offset;
+  }
+  // Unlike rd_kafka_offset_store(), rd_kafka_offsets_store() stores the offsets as given.
+  const rd_kafka_resp_err_t err = rd_kafka_offsets_store(consumer_.get(), list.get());
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return;
+  for (int i = 0; i < list->cnt; ++i) {
+    const auto& tp = list->elems[i];
+    if (tp.err) {
+      // _STATE: the partition was revoked meanwhile; its new owner reads it again.
+      log()->debug("offset not stored [topic {}, partition {}, offset {}]: {}", tp.topic, tp.partition, tp.offset,
+                   rd_kafka_err2str(tp.err));
     }
+  }
+}
+
+void source::drop_from_batch(std::span<const topic_partition> revoked) {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < records_.size(); ++i) {
+    const bool gone = std::find(revoked.begin(), revoked.end(),
+                                topic_partition{records_[i].topic_index, records_[i].partition}) != revoked.end();
+    if (gone) {
+      rd_kafka_message_destroy(messages_[i]);
+      continue;
+    }
+    records_[kept] = records_[i];
+    messages_[kept] = messages_[i];
+    ++kept;
+  }
+  records_.resize(kept);
+  messages_.resize(kept);
+}
+
+void source::pause() {
+  if (paused_ || closed_) return;
+  paused_ = true;
+  rd_kafka_topic_partition_list_t* assignment = nullptr;
+  if (rd_kafka_assignment(consumer_.get(), &assignment) == RD_KAFKA_RESP_ERR_NO_ERROR && assignment) {
+    topic_partition_list_ptr owned(assignment);
+    rd_kafka_pause_partitions(consumer_.get(), assignment);
   }
 }
 

@@ -2,13 +2,19 @@
 // the topics of every pipeline, read in batches.
 //
 // Delivery is at-least-once: `enable.auto.offset.store` is off, so an offset is stored
-// only by store_offsets(), which the daemon calls after the batch is processed; stored
-// offsets are committed in the background (`enable.auto.commit`) and synchronously by
+// only by store_offsets(), which the daemon calls once the messages before it are
+// processed and their outputs acknowledged; stored offsets are committed in the
+// background (`enable.auto.commit`), before partitions are revoked, and synchronously by
 // close(). Rebalancing is cooperative-sticky unless the user's properties choose
 // otherwise; both protocols are handled.
+//
+// Hooks let the daemon act inside a rebalance: before partitions are revoked (to deliver
+// and store what it can for them), and when partitions are assigned (to start them at
+// the offsets of a restored snapshot instead of the committed ones).
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -34,6 +40,20 @@ struct source_options {
   std::vector<std::string> topics;
   std::uint32_t batch_size = 1000;
   std::int32_t poll_timeout_ms = 100;
+};
+
+// A partition of one of the source's topics.
+struct topic_partition {
+  std::size_t topic_index = 0;  // into source_options::topics
+  std::int32_t partition = 0;
+  friend bool operator==(const topic_partition&, const topic_partition&) = default;
+};
+
+// An offset to store: the next message to read in a partition.
+struct partition_offset {
+  std::size_t topic_index = 0;
+  std::int32_t partition = 0;
+  std::int64_t next_offset = 0;
 };
 
 // One consumed message, valid until the next poll_batch() or close().
@@ -68,10 +88,24 @@ class source {
   // errors are logged (rate-limited) and skipped. Never throws on input.
   [[nodiscard]] std::span<const record> poll_batch();
 
-  // Stores the offsets of the batch returned last (offset + 1 of the last message of each
-  // partition), to be committed. Offsets of partitions revoked meanwhile are dropped: the
-  // partition's new owner reads those messages again.
-  void store_offsets();
+  // Stores offsets to be committed. Offsets of partitions revoked meanwhile are dropped:
+  // the partition's new owner reads those messages again.
+  void store_offsets(std::span<const partition_offset> offsets);
+
+  // Called inside poll_batch() before partitions are revoked, after the messages of the
+  // batch being collected that belong to them are dropped; the stored offsets are
+  // committed right after the hook returns.
+  void on_revoke(std::function<void(std::span<const topic_partition>)> hook) { on_revoke_ = std::move(hook); }
+  // Called inside poll_batch() when a partition is assigned: the offset to start at, or
+  // nullopt for the committed offset (or auto.offset.reset).
+  void on_assign(std::function<std::optional<std::int64_t>(const topic_partition&)> hook) {
+    on_assign_ = std::move(hook);
+  }
+
+  // Stops fetching from every assigned partition, and from partitions assigned later.
+  // poll_batch() then returns nothing while the consumer stays in its group.
+  void pause();
+  [[nodiscard]] bool paused() const noexcept { return paused_; }
 
   // Commits the stored offsets synchronously and leaves the group. Idempotent.
   void close();
@@ -88,11 +122,15 @@ class source {
   struct callbacks;
   std::size_t topic_index(const rd_kafka_message_s* m);
   void release_batch();
+  void drop_from_batch(std::span<const topic_partition> revoked);
 
   source_options options_;
   std::unique_ptr<rd_kafka_s, void (*)(rd_kafka_s*)> consumer_;
   std::vector<rd_kafka_message_s*> messages_;  // owned between poll_batch() calls
   std::vector<record> records_;
+  std::function<void(std::span<const topic_partition>)> on_revoke_;
+  std::function<std::optional<std::int64_t>(const topic_partition&)> on_assign_;
+  bool paused_ = false;
   std::vector<std::pair<const void*, std::size_t>> topic_cache_;  // rkt → topic index
   std::atomic<std::size_t> assigned_{0};
   mutable std::mutex mutex_;  // guards lag_ and fatal_

@@ -1,0 +1,102 @@
+// In-order completion of input messages whose outputs are acknowledged out of order.
+//
+// Every consumed message is registered with the number of outputs it produced (events
+// forwarded to output topics; zero for most). Delivery reports acknowledge outputs in any
+// order. The offset of a partition that may be stored for commit is the offset after the
+// longest prefix of its messages whose outputs are all acknowledged:
+//
+//   partition 3:  offset 40 (0 outputs) ✓ · 41 (1, acked) ✓ · 42 (2, one acked) … · 43 (0) ✓
+//                                                           ▲ committable: 42
+//
+// so a message is never committed before its outputs, nor before an earlier message of its
+// partition. A final delivery failure blocks its partition at that message for good: the
+// offset never moves past it (at-least-once; the message is read again after a restart).
+//
+// Tickets identify one message in delivery reports, in 56 bits (the caller keeps the top 8
+// bits of a producer's 64-bit opaque for itself): 14 bits of partition slot, 6 bits of
+// epoch (bumped when a partition is reset, so that reports of a revoked assignment are
+// ignored) and 36 bits of sequence (modulo 2^36: far more than can be in flight).
+//
+// Not thread-safe: one owner, the processing thread, which also serves the producer's
+// delivery reports.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace sketchd::kafka {
+
+class offset_tracker {
+ public:
+  using ticket = std::uint64_t;
+  static constexpr int kTicketBits = 56;
+  static constexpr std::size_t kMaxSlots = 1u << 14;
+
+  // The slot of (topic_index, partition), created on first use. Throws std::length_error
+  // beyond kMaxSlots partitions.
+  [[nodiscard]] std::size_t slot(std::size_t topic_index, std::int32_t partition);
+
+  // Registers the message at `offset` of `slot` with `outputs` outputs to be acknowledged.
+  // Offsets of a slot must increase (the consumer delivers a partition in order).
+  ticket add(std::size_t slot, std::int64_t offset, std::uint32_t outputs);
+
+  // One output of the ticket's message was delivered (`ok`) or finally failed. Reports of
+  // a reset slot, or unknown tickets, are ignored. Returns false for a failure.
+  bool report(ticket t, bool ok) noexcept;
+
+  // Calls f(topic_index, partition, next_offset) for every slot whose committable offset
+  // moved since the last call; next_offset is -1 for a slot reset meanwhile (skip it).
+  template <class F>
+  void drain_committable(F&& f) {
+    for (std::size_t i : dirty_) {
+      slot_state& s = slots_[i];
+      s.dirty = false;
+      f(s.topic_index, s.partition, s.committable);
+    }
+    dirty_.clear();
+  }
+
+  // Forgets the messages of a slot (its partition was revoked): reports still in flight
+  // for them are ignored, and its offsets start afresh.
+  void reset(std::size_t topic_index, std::int32_t partition);
+
+  // Messages registered and not yet complete, over all slots.
+  [[nodiscard]] std::size_t pending_messages() const noexcept { return pending_messages_; }
+  // Whether some output finally failed; the first failure's description.
+  [[nodiscard]] bool failed() const noexcept { return failed_; }
+  struct failure {
+    std::size_t topic_index = 0;
+    std::int32_t partition = 0;
+    std::int64_t offset = 0;
+  };
+  [[nodiscard]] const failure& first_failure() const noexcept { return first_failure_; }
+
+ private:
+  struct entry {
+    std::int64_t offset;
+    std::uint32_t pending;
+    bool failed;
+  };
+  struct slot_state {
+    std::size_t topic_index = 0;
+    std::int32_t partition = 0;
+    std::uint8_t epoch = 0;
+    std::uint64_t base_seq = 0;  // sequence of entries.front()
+    std::deque<entry> entries;   // incomplete messages, and complete ones behind them
+    std::int64_t committable = -1;
+    bool dirty = false;
+  };
+  void advance(std::size_t index, slot_state& s);
+
+  std::vector<slot_state> slots_;
+  std::vector<std::vector<std::uint32_t>> index_;  // [topic_index][partition] → slot + 1
+  std::vector<std::size_t> dirty_;
+  std::size_t pending_messages_ = 0;
+  bool failed_ = false;
+  failure first_failure_;
+};
+
+}  // namespace sketchd::kafka

@@ -1,0 +1,173 @@
+#include "sketchd/kafka/sink.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "sketchd/kafka/client.h"
+
+namespace sketchd::kafka {
+
+namespace {
+
+std::shared_ptr<spdlog::logger> log() {
+  auto l = spdlog::get("kafka");
+  return l ? l : spdlog::default_logger();
+}
+
+constexpr std::string_view kConsumerOnly[] = {
+    "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms", "auto.offset.reset",
+    "partition.assignment.strategy", "group.instance.id", "enable.auto.commit", "auto.commit.interval.ms",
+    "enable.auto.offset.store", "queued.min.messages", "queued.max.messages.kbytes", "fetch.wait.max.ms",
+    "fetch.message.max.bytes", "fetch.max.bytes", "fetch.min.bytes", "fetch.error.backoff.ms",
+    "fetch.queue.backoff.ms", "isolation.level", "enable.partition.eof", "check.crcs", "group.protocol.type",
+    "coordinator.query.interval.ms", "offset.store.method", "consume.callback.max.messages"};
+
+constexpr std::string_view kProducerOnly[] = {
+    "transactional.id", "transaction.timeout.ms", "enable.idempotence", "enable.gapless.guarantee",
+    "queue.buffering.max.messages", "queue.buffering.max.kbytes", "queue.buffering.max.ms", "linger.ms",
+    "message.send.max.retries", "retries", "queue.buffering.backpressure.threshold", "compression.codec",
+    "compression.type", "compression.level", "batch.num.messages", "batch.size", "delivery.report.only.error",
+    "sticky.partitioning.linger.ms", "request.required.acks", "acks", "request.timeout.ms", "message.timeout.ms",
+    "delivery.timeout.ms", "partitioner", "max.in.flight.requests.per.connection", "max.in.flight"};
+
+template <std::size_t N>
+std::map<std::string, std::string> without(const std::map<std::string, std::string>& all,
+                                           const std::string_view (&names)[N]) {
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : all) {
+    if (std::find(std::begin(names), std::end(names), k) == std::end(names)) out.emplace(k, v);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> producer_properties(const std::map<std::string, std::string>& all) {
+  return without(all, kConsumerOnly);
+}
+
+std::map<std::string, std::string> consumer_properties(const std::map<std::string, std::string>& all) {
+  return without(all, kProducerOnly);
+}
+
+struct sink::callbacks {
+  static void delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
+    auto* self = static_cast<sink*>(opaque);
+    const auto id = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(m->_private));
+    self->on_delivery_(id, to_error_code(m->err), m->err ? rd_kafka_err2str(m->err) : "");
+  }
+
+  static void error(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
+    auto* self = static_cast<sink*>(opaque);
+    if (err == RD_KAFKA_RESP_ERR__FATAL) {
+      char text[512];
+      const rd_kafka_resp_err_t original = rd_kafka_fatal_error(rk, text, sizeof text);
+      std::lock_guard lock(self->mutex_);
+      self->fatal_ = fmt::format("{} ({})", text, rd_kafka_err2name(original));
+      return;
+    }
+    // Transient: librdkafka reconnects and retries by itself.
+    log()->warn("producer: {}: {}", rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(err)), reason);
+  }
+};
+
+sink::sink(const sink_options& options, delivery_function on_delivery)
+    : options_(options), on_delivery_(std::move(on_delivery)), producer_(nullptr, [](rd_kafka_s*) {}) {
+  static_assert(sizeof(std::uintptr_t) >= sizeof(std::uint64_t), "opaques are 64-bit");
+  client_config conf;
+  // Our defaults first, so that the user's properties override any of them...
+  conf.set("partitioner", "murmur2_random");
+  conf.set("linger.ms", "5");
+  for (const auto& [k, v] : producer_properties(options_.properties)) conf.set(k, v);
+  // ...except what lossless, in-order forwarding depends on.
+  conf.set("bootstrap.servers", options_.bootstrap_servers);
+  conf.set("enable.idempotence", "true");
+  rd_kafka_conf_set_dr_msg_cb(conf.get(), &callbacks::delivery);
+  rd_kafka_conf_set_error_cb(conf.get(), &callbacks::error);
+  rd_kafka_conf_set_opaque(conf.get(), this);
+  handle_ptr handle = std::move(conf).create(RD_KAFKA_PRODUCER);
+  producer_ = decltype(producer_)(handle.release(), [](rd_kafka_s* rk) { rd_kafka_destroy(rk); });
+  for (const auto& t : options_.topics) {
+    rd_kafka_topic_t* rkt = rd_kafka_topic_new(producer_.get(), t.c_str(), nullptr);
+    if (rkt == nullptr) {
+      for (rd_kafka_topic_t* done : topics_) rd_kafka_topic_destroy(done);
+      throw kafka_error("create topic handle", to_error_code(rd_kafka_last_error()), error_context(t));
+    }
+    topics_.push_back(rkt);
+  }
+}
+
+sink::~sink() {
+  for (rd_kafka_topic_t* rkt : topics_) rd_kafka_topic_destroy(rkt);
+  topics_.clear();
+  // Messages still queued are abandoned by rd_kafka_destroy(): the owner flushes first,
+  // and offsets of messages without a delivery report were never stored.
+  producer_.reset();
+}
+
+std::size_t sink::topic_index(std::string_view topic) const {
+  const auto it = std::find(options_.topics.begin(), options_.topics.end(), topic);
+  if (it == options_.topics.end()) throw std::invalid_argument(fmt::format("not an output topic: {}", topic));
+  return static_cast<std::size_t>(it - options_.topics.begin());
+}
+
+error_code sink::produce_with_headers(std::size_t topic, const void* key, std::size_t key_size, const void* value,
+                                      std::size_t value_size, std::int64_t timestamp_ms, void* headers,
+                                      std::uint64_t opaque, const std::function<bool()>& give_up) {
+  auto* hdrs = static_cast<rd_kafka_headers_t*>(headers);
+  for (;;) {
+    const rd_kafka_resp_err_t err = rd_kafka_producev(
+        producer_.get(), RD_KAFKA_V_RKT(topics_[topic]), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_KEY(key, key_size), RD_KAFKA_V_VALUE(const_cast<void*>(value), value_size),
+        RD_KAFKA_V_TIMESTAMP(timestamp_ms > 0 ? timestamp_ms : 0), RD_KAFKA_V_HEADERS(hdrs),
+        RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<std::uintptr_t>(opaque))), RD_KAFKA_V_END);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return error_code::no_error;  // the headers are librdkafka's now
+    if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL || (give_up && give_up())) {
+      if (hdrs) rd_kafka_headers_destroy(hdrs);
+      return to_error_code(err);
+    }
+    // The local queue is full (the brokers are slower than the input, or down): deliver
+    // what can be delivered and try again. Backpressure, never a drop.
+    rd_kafka_poll(producer_.get(), 10);
+  }
+}
+
+error_code sink::forward(std::size_t topic, const rd_kafka_message_s* message, std::uint64_t opaque,
+                         const std::function<bool()>& give_up) {
+  auto* m = const_cast<rd_kafka_message_t*>(message);
+  rd_kafka_headers_t* copy = nullptr;
+  rd_kafka_headers_t* headers = nullptr;
+  if (rd_kafka_message_headers(m, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR && headers) {
+    copy = rd_kafka_headers_copy(headers);
+  }
+  rd_kafka_timestamp_type_t type;
+  const std::int64_t timestamp = rd_kafka_message_timestamp(m, &type);
+  return produce_with_headers(topic, m->key, m->key ? m->key_len : 0, m->payload, m->payload ? m->len : 0,
+                              timestamp, copy, opaque, give_up);
+}
+
+error_code sink::produce(std::size_t topic, std::string_view key, std::string_view value, std::int64_t timestamp_ms,
+                         std::uint64_t opaque, const std::function<bool()>& give_up) {
+  return produce_with_headers(topic, key.data(), key.size(), value.data(), value.size(), timestamp_ms, nullptr,
+                              opaque, give_up);
+}
+
+void sink::poll() { rd_kafka_poll(producer_.get(), 0); }
+
+bool sink::flush(std::chrono::milliseconds timeout) {
+  const rd_kafka_resp_err_t err = rd_kafka_flush(producer_.get(), static_cast<int>(timeout.count()));
+  // rd_kafka_flush() serves the delivery reports itself; one more poll serves the last.
+  rd_kafka_poll(producer_.get(), 0);
+  return err == RD_KAFKA_RESP_ERR_NO_ERROR && rd_kafka_outq_len(producer_.get()) == 0;
+}
+
+std::size_t sink::in_flight() const { return static_cast<std::size_t>(rd_kafka_outq_len(producer_.get())); }
+
+std::optional<std::string> sink::fatal_error() const {
+  std::lock_guard lock(mutex_);
+  return fatal_;
+}
+
+}  // namespace sketchd::kafka

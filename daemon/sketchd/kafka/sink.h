@@ -1,0 +1,100 @@
+// The Kafka sink of the daemon: one idempotent producer for every output topic
+// (dedup.output_topic, dedup.duplicates_topic, heavy_hitters.alerts_topic).
+//
+// Forwarded events keep their key, value, headers and timestamp, and are partitioned by
+// key with the murmur2 partitioner of the Java client (so that a key lands where any other
+// Kafka producer would put it), unless the user's properties choose another. The producer
+// is idempotent (`enable.idempotence`, which implies `acks=all`): librdkafka retries
+// transient errors without duplicating or reordering; a delivery report with an error is
+// a final failure (after `message.timeout.ms`, 5 minutes by default).
+//
+// Delivery reports are served by poll() and flush(), on the caller's thread: the owner
+// (the processing thread) sees them in its own loop, without locks.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sketchd/kafka/error.h"
+
+struct rd_kafka_s;
+struct rd_kafka_topic_s;
+struct rd_kafka_message_s;
+
+namespace sketchd::kafka {
+
+struct sink_options {
+  std::string bootstrap_servers;
+  std::map<std::string, std::string> properties;  // the user's; consumer-only ones are left out
+  std::vector<std::string> topics;                // every output topic
+};
+
+// Not thread-safe: one owner, except in_flight() and fatal_error(), which any thread may call.
+class sink {
+ public:
+  // Called once per produced message, from poll() or flush(): its opaque, and no_error or
+  // the final error with librdkafka's reason.
+  using delivery_function = std::function<void(std::uint64_t opaque, error_code err, std::string_view reason)>;
+
+  // Creates the producer. Throws kafka_error for a bad property (named, its value never shown).
+  sink(const sink_options& options, delivery_function on_delivery);
+  ~sink();
+  sink(const sink&) = delete;
+  sink& operator=(const sink&) = delete;
+
+  // The index of an output topic of the options, for forward() and produce().
+  [[nodiscard]] std::size_t topic_index(std::string_view topic) const;
+  [[nodiscard]] const std::string& topic_name(std::size_t index) const { return options_.topics[index]; }
+
+  // Produces a copy of a consumed message (key, value, headers, timestamp) to an output
+  // topic. While the producer's local queue is full it serves delivery reports and tries
+  // again, until `give_up()` says to stop waiting. Returns no_error when the message was
+  // queued (its delivery report will follow), or the error that prevented it (no report
+  // follows): queue_full after give_up(), msg_size_too_large, unknown_topic…
+  error_code forward(std::size_t topic, const rd_kafka_message_s* message, std::uint64_t opaque,
+                     const std::function<bool()>& give_up);
+  // The same for a message built by the daemon (alert events).
+  error_code produce(std::size_t topic, std::string_view key, std::string_view value, std::int64_t timestamp_ms,
+                     std::uint64_t opaque, const std::function<bool()>& give_up);
+
+  // Serves the delivery reports that have arrived, without waiting.
+  void poll();
+  // Serves delivery reports until every queued message is acknowledged or `timeout`
+  // elapses; true when nothing is left in flight.
+  bool flush(std::chrono::milliseconds timeout);
+
+  // Messages queued or in flight, not yet reported.
+  [[nodiscard]] std::size_t in_flight() const;
+  // Set when librdkafka reported a fatal error (an idempotent producer can hit one, e.g.
+  // on a broker that lost acknowledged messages): the daemon must stop.
+  [[nodiscard]] std::optional<std::string> fatal_error() const;
+
+ private:
+  struct callbacks;
+  error_code produce_with_headers(std::size_t topic, const void* key, std::size_t key_size, const void* value,
+                                  std::size_t value_size, std::int64_t timestamp_ms, void* headers,
+                                  std::uint64_t opaque, const std::function<bool()>& give_up);
+
+  sink_options options_;
+  delivery_function on_delivery_;
+  std::unique_ptr<rd_kafka_s, void (*)(rd_kafka_s*)> producer_;
+  std::vector<rd_kafka_topic_s*> topics_;
+  mutable std::mutex mutex_;  // guards fatal_
+  std::optional<std::string> fatal_;
+};
+
+// The user's properties minus those only a consumer understands (librdkafka warns about
+// each on a producer); security and connection settings stay.
+[[nodiscard]] std::map<std::string, std::string> producer_properties(const std::map<std::string, std::string>& all);
+// The user's properties minus those only a producer understands.
+[[nodiscard]] std::map<std::string, std::string> consumer_properties(const std::map<std::string, std::string>& all);
+
+}  // namespace sketchd::kafka

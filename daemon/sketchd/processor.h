@@ -1,0 +1,153 @@
+// The processing step of the daemon, between the Kafka source and the pipelines'
+// outputs: routes each consumed message to the pipelines of its topic, forwards what they
+// decide to forward (first-seen events, duplicates, heavy-hitter alert events) through
+// one idempotent producer, and says which input offsets may be stored.
+//
+//   batch ─► pipelines (process) ─► verdicts ─► sink.forward(…, ticket) ┐
+//                                                                        ▼ delivery reports
+//   offsets to store ◄── offset_tracker (in order per partition) ◄── ack / final failure
+//
+// An input offset becomes storable only when every output of its message, and of every
+// earlier message of its partition, is acknowledged (offset_tracker). A final delivery
+// failure stops consumption: the processor reports failed(), the run loop pauses the
+// source and marks the daemon not ready; the offset never moves past the failed message.
+//
+// The state position: for every assigned partition, the next offset whose message the
+// pipelines have not seen, once everything before it is delivered. A snapshot taken when
+// quiescent() holds these positions, and a restart resumes from them.
+//
+// Not thread-safe: one owner, the processing thread. The counters read by the metrics
+// collector are published once per batch under a lock (collect() is thread-safe).
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sketchd/config/config.h"
+#include "sketchd/kafka/offset_tracker.h"
+#include "sketchd/kafka/sink.h"
+#include "sketchd/kafka/source.h"
+#include "sketchd/metrics/metrics.h"
+#include "sketchd/pipeline/pipeline.h"
+
+namespace sketchd {
+
+class processor {
+ public:
+  // `topics` are the source's topics (record::topic_index indexes them). Creates the
+  // producer when some pipeline has an output topic. `stop` is consulted while the
+  // producer's queue is full, so that a stop request is not held up by a broker that is down.
+  processor(const config& cfg, std::vector<pipeline*> pipelines, std::vector<std::string> topics,
+            const std::string& bootstrap_servers, std::function<bool()> stop);
+
+  // Runs one batch through the pipelines (begin_batch … end_batch) and forwards its
+  // outputs; logs heavy-hitter events and sends them to the alerts topics.
+  void process(std::span<const kafka::record> batch, std::int64_t wall_ms);
+
+  // Serves the delivery reports that have arrived and appends the offsets that became
+  // storable to `out`.
+  void poll(std::vector<kafka::partition_offset>& out);
+  // Waits (at most `timeout`) until every output is acknowledged, then appends the
+  // storable offsets. True when nothing is left in flight.
+  bool flush(std::chrono::milliseconds timeout, std::vector<kafka::partition_offset>& out);
+
+  // Rebalance: partitions assigned (with their start offset when known) and revoked.
+  void assigned(const kafka::topic_partition& tp, std::optional<std::int64_t> start);
+  void revoked(std::span<const kafka::topic_partition> partitions);
+
+  // Positions restored from a snapshot: the start offsets of their partitions.
+  void restore_positions(const std::vector<kafka::partition_offset>& positions);
+  // The start offset of a partition restored from a snapshot, once: later assignments of
+  // it start at the committed offset.
+  [[nodiscard]] std::optional<std::int64_t> take_restored_position(const kafka::topic_partition& tp);
+
+  // Every output acknowledged and no failure: the pipelines' state reflects exactly the
+  // messages before positions(), and all of their outputs are delivered.
+  [[nodiscard]] bool quiescent() const;
+  // The state position of every assigned partition with a known position.
+  [[nodiscard]] std::vector<kafka::partition_offset> positions() const;
+
+  // A final delivery failure happened: consumption must stop. The reason names the
+  // pipeline, topic, error and the input message where consumption stopped.
+  [[nodiscard]] bool failed() const noexcept { return tracker_.failed() || !failure_.empty(); }
+  [[nodiscard]] const std::string& failure_reason() const noexcept { return failure_; }
+  // A fatal producer error (the daemon must exit).
+  [[nodiscard]] std::optional<std::string> fatal_error() const;
+
+  // sketchd_dedup_duplicates_forwarded_total, sketchd_heavy_hitter_alerts_sent_total,
+  // sketchd_producer_queue_messages, sketchd_consumption_stopped. Thread-safe.
+  void collect(std::vector<metrics::metric_family>& out) const;
+
+ private:
+  enum class output_kind : std::uint8_t { first_seen, duplicate, alert };
+  struct route {  // one (pipeline, kind) with an output topic; its index tops the opaque
+    std::size_t pipeline = 0;
+    output_kind kind = output_kind::first_seen;
+    std::size_t topic = 0;  // sink topic index
+  };
+  struct pipeline_outputs {
+    std::optional<std::size_t> first_seen;  // route indices
+    std::optional<std::size_t> duplicate;
+    std::optional<std::size_t> alert;
+  };
+  struct loop_counters {
+    std::vector<std::uint64_t> duplicates_forwarded;
+    std::vector<std::uint64_t> alerts_sent;
+    std::vector<std::uint64_t> alert_failures;
+  };
+  void on_delivery(std::uint64_t opaque, kafka::error_code err, std::string_view reason);
+  void forward_failed(const route& r, kafka::error_code err, std::string_view reason,
+                      std::optional<kafka::offset_tracker::ticket> ticket);
+  void send_alert(std::size_t pipeline, const sketch::heavy_event& e, std::int64_t wall_ms);
+  void drain(std::vector<kafka::partition_offset>& out);
+  void warn_extract_failures(std::int64_t wall_ms);
+  void publish();
+
+  const config& config_;
+  std::vector<pipeline*> pipelines_;
+  std::vector<std::string> topics_;
+  std::vector<std::vector<std::size_t>> topic_routes_;  // topic index → pipeline indices
+  std::vector<route> routes_;
+  std::vector<pipeline_outputs> outputs_;
+  std::function<bool()> stop_;
+  std::function<bool()> give_up_;
+  std::unique_ptr<kafka::sink> sink_;
+  kafka::offset_tracker tracker_;
+  std::vector<verdict> verdicts_;  // per pipeline, reused for every message
+
+  std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> positions_;  // assigned partitions
+  std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> restored_;
+  std::string failure_;
+
+  loop_counters local_;
+  mutable std::mutex mutex_;  // guards published_ and the gauges below
+  loop_counters published_;
+  std::size_t queue_ = 0;
+  bool stopped_ = false;
+
+  // Extract failures: warned at most once per kWarningIntervalMs per pipeline, with the
+  // count by reason and the place of one such message.
+  static constexpr std::int64_t kWarningIntervalMs = 10'000;
+  struct failure_example {
+    bool set = false;
+    std::size_t topic_index = 0;
+    std::int32_t partition = 0;
+    std::int64_t offset = 0;
+  };
+  std::vector<std::array<std::uint64_t, kExtractFailureCount>> failures_warned_;
+  std::vector<failure_example> failure_example_;
+  std::vector<std::int64_t> last_failure_warning_ms_;
+  std::int64_t last_alert_warning_ms_ = 0;
+};
+
+}  // namespace sketchd
