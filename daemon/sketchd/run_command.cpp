@@ -35,17 +35,7 @@
 #include "sketchd/metrics/metrics.h"
 #include "sketchd/pipeline/pipeline.h"
 #include "sketchd/processor.h"
-#if __has_include("sketchd/state/snapshot.h")  // TEMPORARY while the state module is written
 #include "sketchd/state/snapshot.h"
-#define SKETCHD_HAVE_STATE 1
-#else
-#define SKETCHD_HAVE_STATE 0
-namespace sketchd::state {
-struct partition_offset { std::string topic; std::int32_t partition; std::int64_t next_offset; };
-struct snapshot { std::int64_t created_ms; std::vector<partition_offset> offsets; std::vector<std::pair<std::string, std::string>> pipelines; };
-struct store { explicit store(std::string) {} struct r { std::uint64_t bytes; }; r write(const snapshot&) { return {0}; } };
-}
-#endif
 #include "sketchd/util/logging.h"
 
 namespace sketchd {
@@ -117,7 +107,6 @@ std::vector<std::unique_ptr<pipeline>> make_pipelines(const config& cfg) {
   return pipelines;
 }
 
-#if SKETCHD_HAVE_STATE
 // Restores the pipelines and their input positions from the snapshot of state.dir, if
 // there is one. A corrupt snapshot, or one made under another configuration, stops the
 // start (returns false) unless state.discard_incompatible_snapshot sets it aside.
@@ -141,7 +130,7 @@ bool restore(const config& cfg, state::store& store, std::vector<std::unique_ptr
   try {
     snap = store.read();
   } catch (const state::snapshot_error& e) {
-    return refuse_or_discard(fmt::format("cannot read snapshot {}: {}", store.path(), e.what()));
+    return refuse_or_discard(fmt::format("cannot use the snapshot: {}", e.what()));
   }
   if (!snap) {
     log->info("no snapshot in {}: the windows start empty", cfg.state.dir.value_or(""));
@@ -172,8 +161,6 @@ bool restore(const config& cfg, state::store& store, std::vector<std::unique_ptr
   return true;
 }
 
-#endif
-
 int run(const config& cfg) {
   auto log = spdlog::default_logger();
   auto pipeline_log = spdlog::get("pipeline");
@@ -184,9 +171,7 @@ int run(const config& cfg) {
   std::vector<std::unique_ptr<pipeline>> pipelines = make_pipelines(cfg);
   if (cfg.state.dir) {
     store.emplace(*cfg.state.dir);
-#if SKETCHD_HAVE_STATE
     if (!restore(cfg, *store, pipelines, restored_positions)) return 1;
-#endif
   }
   std::vector<const pipeline*> readers;
   std::vector<pipeline*> writers;
@@ -326,9 +311,7 @@ int run(const config& cfg) {
     state::snapshot snap;
     snap.created_ms = wall_ms();
     for (const auto& o : proc.positions()) snap.offsets.push_back({so.topics[o.topic_index], o.partition, o.next_offset});
-#if SKETCHD_HAVE_STATE
     for (const auto& p : pipelines) snap.pipelines.emplace_back(p->name(), p->save_state());
-#endif
     try {
       const auto written = store->write(snap);
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -415,7 +398,9 @@ int run(const config& cfg) {
   }
   source.close();
   http.stop();
-  log->info("stopped");
+  std::uint64_t total = 0;
+  for (std::uint64_t n : consumed) total += n;
+  log->info("stopped after consuming {} message(s)", total);
   return status;
 }
 

@@ -90,13 +90,14 @@ check() {
 }
 
 # start_background NAME COMMAND…: runs COMMAND with stdout and stderr in
-# $work/NAME.out and $work/NAME.err; sets $last_pid. Killed at exit.
+# $work/NAME.out and $work/NAME.err, stdin from $BACKGROUND_STDIN (default /dev/null);
+# sets $last_pid. Killed at exit.
 start_background() {
   local name=$1
   shift
   : >"$work/$name.out"
   : >"$work/$name.err"
-  "$@" >"$work/$name.out" 2>"$work/$name.err" &
+  "$@" <"${BACKGROUND_STDIN:-/dev/null}" >"$work/$name.out" 2>"$work/$name.err" &
   last_pid=$!
   itest_pids+=("$last_pid")
   itest_names+=("$name")
@@ -140,16 +141,17 @@ s.close()'
 
 # start_mock_kafka TOPIC[:PARTITIONS]…: starts `sketchd mock-kafka` with these topics and
 # sets $bootstrap and $mock_pid. With MOCK_CONTROL=1 in the environment, the cluster reads
-# fault-injection commands (`sketchd mock-kafka --control`) sent by mock_control.
+# fault-injection commands (`sketchd mock-kafka --control`) sent by mock_control;
+# MOCK_BROKERS=N starts N brokers (default 1).
 start_mock_kafka() {
-  local args=() t
+  local args=(--brokers "${MOCK_BROKERS:-1}") t
   for t in "$@"; do args+=(--topic "$t"); done
   if [[ -n ${MOCK_CONTROL:-} ]]; then
     mkfifo "$work/mock-control"
     # Read-write: opening the FIFO does not wait for the other side.
     exec {mock_control_fd}<>"$work/mock-control"
     mock_control_sent=0
-    start_background mock-kafka "$sketchd" mock-kafka --control "${args[@]}" <"$work/mock-control"
+    BACKGROUND_STDIN=$work/mock-control start_background mock-kafka "$sketchd" mock-kafka --control "${args[@]}"
   else
     start_background mock-kafka "$sketchd" mock-kafka "${args[@]}"
   fi

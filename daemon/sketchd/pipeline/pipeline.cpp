@@ -1,10 +1,13 @@
 #include "sketchd/pipeline/pipeline.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <set>
 
+#include "sketch/serialize.h"
+#include "sketchd/state/binary.h"
 #include "sketchd/util/json.h"
 
 namespace sketchd {
@@ -325,6 +328,124 @@ std::optional<std::string> pipeline::seen_json(std::string_view item) const {
   json::append_number(o, dedup_->estimated_fpr());
   o += '}';
   return o;
+}
+
+// ---------------------------------------------------------------------------------------
+// Snapshots. The state of a pipeline (all integers little-endian):
+//
+//   u64 n, n bytes   parameters(): "key: value" lines
+//   u8               1 when heavy_hitters follows
+//   u64 n, n bytes     rolling_count_min::serialize() (its own checked record)
+//   u8               1 when dedup follows
+//   u64 n, n bytes     rolling_bloom::serialize()
+//   i64 clock_ms, i64 clock_wall_ms
+
+std::string pipeline::parameters() const {
+  std::string out;
+  const auto line = [&](std::string_view key, const auto& value) { out += fmt::format("{}: {}\n", key, value); };
+  line("item.from", to_string(config_.item.from));
+  if (config_.item.from == item_source::json) line("item.path", config_.item.path);
+  if (config_.item.from == item_source::header) line("item.name", config_.item.header);
+  line("clock", to_string(config_.clock));
+  line("seed", seed_);
+  if (const auto& h = config_.heavy_hitters) {
+    line("heavy_hitters.window", format_duration(h->window));
+    line("heavy_hitters.buckets", h->buckets);
+    line("heavy_hitters.epsilon", h->epsilon);
+    line("heavy_hitters.delta", h->delta);
+    line("heavy_hitters.top_k", h->top_k);
+    line("heavy_hitters.threshold", h->threshold);
+    line("heavy_hitters.conservative", h->conservative);
+  } else {
+    line("heavy_hitters", "none");
+  }
+  if (const auto& d = config_.dedup) {
+    line("dedup.window", format_duration(d->window));
+    line("dedup.capacity", d->capacity);
+    line("dedup.fpr", d->fpr);
+    line("dedup.generations", d->generations);
+  } else {
+    line("dedup", "none");
+  }
+  return out;
+}
+
+std::string pipeline::save_state() const {
+  std::lock_guard lock(mutex_);
+  std::string out;
+  state::binary_writer w(out);
+  w.bytes(parameters());
+  w.u8(heavy_ ? 1 : 0);
+  if (heavy_) w.bytes(heavy_->serialize());
+  w.u8(dedup_ ? 1 : 0);
+  if (dedup_) w.bytes(dedup_->serialize());
+  w.i64(clock_ms_);
+  w.i64(clock_wall_ms_);
+  return out;
+}
+
+namespace {
+
+// "key: value" lines into pairs, in order.
+std::vector<std::pair<std::string, std::string>> parameter_lines(std::string_view text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  while (!text.empty()) {
+    const std::size_t end = std::min(text.find('\n'), text.size());
+    const std::string_view line = text.substr(0, end);
+    const std::size_t colon = line.find(": ");
+    if (colon != std::string_view::npos) out.emplace_back(line.substr(0, colon), line.substr(colon + 2));
+    text.remove_prefix(std::min(end + 1, text.size()));
+  }
+  return out;
+}
+
+}  // namespace
+
+void pipeline::restore_state(std::string_view saved) {
+  state::binary_reader r(saved, fmt::format("state of pipeline {}", config_.name));
+  const std::string theirs(r.bytes());
+  const std::string ours = parameters();
+  if (theirs != ours) {
+    const auto a = parameter_lines(theirs);
+    const auto b = parameter_lines(ours);
+    std::vector<std::string> differences;
+    const auto value_in = [](const auto& lines, const std::string& key) -> std::string {
+      for (const auto& [k, v] : lines) {
+        if (k == key) return v;
+      }
+      return "(not set)";
+    };
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : a) keys.push_back(k);
+    for (const auto& [k, v] : b) {
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+    }
+    for (const auto& k : keys) {
+      const std::string x = value_in(a, k);
+      const std::string y = value_in(b, k);
+      if (x != y) differences.push_back(fmt::format("{}: {} in the snapshot, {} in the configuration", k, x, y));
+    }
+    throw state::mismatch_error(fmt::format("made under other parameters ({})", fmt::join(differences, "; ")));
+  }
+  std::optional<sketch::rolling_count_min> heavy;
+  std::optional<sketch::rolling_bloom> dedup;
+  try {
+    if (r.u8() != 0) heavy.emplace(sketch::rolling_count_min::deserialize(r.bytes()));
+    if (r.u8() != 0) dedup.emplace(sketch::rolling_bloom::deserialize(r.bytes()));
+  } catch (const sketch::format_error& e) {
+    r.fail(e.what());
+  }
+  const std::int64_t clock_ms = r.i64();
+  const std::int64_t clock_wall_ms = r.i64();
+  r.done();
+  if (heavy.has_value() != heavy_.has_value() || dedup.has_value() != dedup_.has_value()) {
+    r.fail("the structures do not match the parameters");
+  }
+  std::lock_guard lock(mutex_);
+  heavy_ = std::move(heavy);
+  dedup_ = std::move(dedup);
+  clock_ms_ = clock_ms;
+  clock_wall_ms_ = clock_wall_ms;
 }
 
 }  // namespace sketchd

@@ -93,6 +93,18 @@ class pipeline {
   [[nodiscard]] std::optional<std::string> estimate_json(std::string_view item) const;
   [[nodiscard]] std::optional<std::string> seen_json(std::string_view item) const;
 
+  // Snapshots (sketchd/state/snapshot.h). save_state() is the pipeline's state between two
+  // batches: its parameters, its rolling structures (with the top-k candidates) and its
+  // clock. restore_state() puts such a state back; it throws state::mismatch_error listing
+  // every parameter that differs from this pipeline's configuration, and
+  // state::snapshot_error when the state is corrupt. Both take the lock; call them
+  // between batches.
+  [[nodiscard]] std::string save_state() const;
+  void restore_state(std::string_view state);
+  // The parameters that give the structures their shape and meaning, one "key: value"
+  // per line: the item, the clock, every heavy_hitters and dedup size, and the hash seed.
+  [[nodiscard]] std::string parameters() const;
+
  private:
   std::int64_t clock_of(std::int64_t event_ms, std::int64_t wall_ms) noexcept;
   std::string describe_json_locked() const;

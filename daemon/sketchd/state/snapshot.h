@@ -1,0 +1,85 @@
+// State snapshots: the pipelines' rolling structures and the input positions they reflect,
+// in one file of state.dir, written atomically and checked on read.
+//
+// The file (all integers little-endian):
+//
+//   offset  size  field
+//   ------  ----  --------------------------------------------------------------------
+//        0     8  magic "SKDSNAP\0"
+//        8     4  format version (kFormatVersion)
+//       12     8  payload length L
+//       20     L  payload:
+//                   i64 created_ms (wall clock when written)
+//                   u32 P, then P × { u64 n, n bytes topic; i32 partition; i64 next_offset }
+//                   u32 Q, then Q × { u64 n, n bytes pipeline name; u64 m, m bytes state }
+//                       (state: pipeline::save_state(), which carries its own parameters)
+//   20 + L     8  XXH3-64 of bytes [0, 20 + L)
+//
+// Writing goes to DIR/sketchd.snapshot.tmp, which is fsync'd, renamed over
+// DIR/sketchd.snapshot, and the directory fsync'd: a crash at any point leaves either the
+// previous snapshot or the new one, whole. Reading checks the magic, the version, the
+// length and the checksum before it looks at the payload.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sketchd/state/binary.h"
+
+namespace sketchd::state {
+
+inline constexpr std::uint32_t kFormatVersion = 1;
+
+struct partition_offset {
+  std::string topic;
+  std::int32_t partition = 0;
+  std::int64_t next_offset = 0;  // the state reflects exactly the messages before it
+  friend bool operator==(const partition_offset&, const partition_offset&) = default;
+};
+
+struct snapshot {
+  std::int64_t created_ms = 0;
+  std::vector<partition_offset> offsets;
+  std::vector<std::pair<std::string, std::string>> pipelines;  // name, pipeline::save_state()
+};
+
+// The snapshot file of one directory. Not thread-safe; one owner.
+class store {
+ public:
+  static constexpr const char* kFileName = "sketchd.snapshot";
+
+  // Creates the directory (and its parents) if missing. Throws snapshot_error naming the
+  // directory and the system's reason when it cannot, or when it is not writable.
+  explicit store(std::string dir);
+
+  struct write_result {
+    std::uint64_t bytes = 0;
+  };
+  // Writes the snapshot atomically (see the file comment). Throws snapshot_error naming
+  // the file and the system's reason (ENOSPC…); the previous snapshot is then intact.
+  write_result write(const snapshot& s);
+
+  // The snapshot, or nullopt when there is none. Throws snapshot_error when the file is
+  // corrupt, truncated, of another format or version, or unreadable.
+  [[nodiscard]] std::optional<snapshot> read() const;
+
+  // Renames the snapshot to sketchd.snapshot.discarded-YYYYmmddTHHMMSSZ beside it (kept
+  // for inspection, no longer read); logs why. Does nothing when there is none.
+  void set_aside(std::string_view why);
+
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string dir_;
+  std::string path_;
+};
+
+// Encodes and decodes the file's bytes (exposed for tests).
+[[nodiscard]] std::string encode(const snapshot& s);
+[[nodiscard]] snapshot decode(std::string_view file, const std::string& name);
+
+}  // namespace sketchd::state

@@ -1,0 +1,142 @@
+// The offset tracker stores an input offset only when every output of its message, and of
+// every earlier message of its partition, is acknowledged — whatever order the delivery
+// reports come in.
+#include "sketchd/kafka/offset_tracker.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <utility>
+#include <vector>
+
+namespace sketchd::kafka {
+namespace {
+
+// The committable offsets reported since the last call, by (topic, partition).
+std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> drain(offset_tracker& t) {
+  std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> out;
+  t.drain_committable([&](std::size_t topic, std::int32_t partition, std::int64_t next) {
+    out[{topic, partition}] = next;
+  });
+  return out;
+}
+
+TEST(OffsetTracker, MessagesWithoutOutputsAreCommittableAtOnce) {
+  offset_tracker t;
+  const std::size_t s = t.slot(0, 3);
+  t.add(s, 40, 0);
+  t.add(s, 41, 0);
+  EXPECT_EQ(drain(t), (std::map<std::pair<std::size_t, std::int32_t>, std::int64_t>{{{0, 3}, 42}}));
+  EXPECT_TRUE(drain(t).empty());  // nothing moved since
+  EXPECT_EQ(t.pending_messages(), 0u);
+}
+
+TEST(OffsetTracker, OffsetWaitsForEveryOutputOfItsMessage) {
+  offset_tracker t;
+  const std::size_t s = t.slot(0, 0);
+  const auto a = t.add(s, 10, 2);
+  EXPECT_TRUE(drain(t).empty());
+  t.report(a, true);
+  EXPECT_TRUE(drain(t).empty());  // one of two outputs
+  t.report(a, true);
+  EXPECT_EQ((drain(t)[{0, 0}]), 11);
+}
+
+TEST(OffsetTracker, LaterAckDoesNotPassAnEarlierPendingMessage) {
+  offset_tracker t;
+  const std::size_t s = t.slot(1, 0);
+  const auto first = t.add(s, 100, 1);
+  t.add(s, 101, 0);
+  const auto third = t.add(s, 102, 1);
+  t.report(third, true);
+  EXPECT_TRUE(drain(t).empty());  // 100 still pending: nothing may be stored
+  t.report(first, true);
+  EXPECT_EQ((drain(t)[{1, 0}]), 103);  // 100, 101 and 102 complete together
+}
+
+TEST(OffsetTracker, PartitionsAreIndependent) {
+  offset_tracker t;
+  const std::size_t p0 = t.slot(0, 0);
+  const std::size_t p1 = t.slot(0, 1);
+  const auto blocked = t.add(p0, 5, 1);
+  t.add(p1, 7, 0);
+  auto d = drain(t);
+  EXPECT_EQ(d.count({0, 0}), 0u);
+  EXPECT_EQ((d[{0, 1}]), 8);
+  t.report(blocked, true);
+  EXPECT_EQ((drain(t)[{0, 0}]), 6);
+}
+
+TEST(OffsetTracker, FinalFailureBlocksItsPartitionForGood) {
+  offset_tracker t;
+  const std::size_t s = t.slot(0, 2);
+  t.add(s, 1, 0);
+  const auto failed = t.add(s, 2, 1);
+  const auto after = t.add(s, 3, 1);
+  EXPECT_FALSE(t.report(failed, false));
+  t.report(after, true);
+  EXPECT_EQ((drain(t)[{0, 2}]), 2);  // message 1 is done; 2 failed, so never past it
+  EXPECT_TRUE(t.failed());
+  EXPECT_EQ(t.first_failure().partition, 2);
+  EXPECT_EQ(t.first_failure().offset, 2);
+  t.add(s, 4, 0);
+  EXPECT_TRUE(drain(t).empty());
+}
+
+TEST(OffsetTracker, ReportsOfARevokedAssignmentAreIgnored) {
+  offset_tracker t;
+  const std::size_t s = t.slot(0, 0);
+  const auto old = t.add(s, 50, 1);
+  t.reset(0, 0);
+  EXPECT_EQ(t.pending_messages(), 0u);
+  const auto fresh = t.add(t.slot(0, 0), 80, 1);
+  t.report(old, false);  // from before the reset: neither a failure nor an ack now
+  EXPECT_FALSE(t.failed());
+  t.report(fresh, true);
+  const auto d = drain(t);
+  EXPECT_EQ(d.at({0, 0}), 81);
+}
+
+// A random interleaving of acknowledgements, checked against the definition: the
+// committable offset is one past the longest prefix of fully acknowledged messages.
+TEST(OffsetTracker, RandomOrderMatchesTheDefinition) {
+  std::mt19937_64 rng(42);
+  offset_tracker t;
+  const std::size_t s = t.slot(0, 0);
+  struct message {
+    std::int64_t offset;
+    offset_tracker::ticket ticket;
+    std::uint32_t outputs;
+    std::uint32_t acked = 0;
+  };
+  std::vector<message> messages;
+  std::vector<std::size_t> reports;  // one entry per output, by message index
+  for (std::int64_t offset = 0; offset < 2000; ++offset) {
+    const auto outputs = static_cast<std::uint32_t>(rng() % 3);
+    messages.push_back({offset, t.add(s, offset, outputs), outputs});
+    for (std::uint32_t i = 0; i < outputs; ++i) reports.push_back(messages.size() - 1);
+  }
+  std::shuffle(reports.begin(), reports.end(), rng);
+  std::int64_t committed = -1;
+  for (std::size_t r : reports) {
+    t.report(messages[r].ticket, true);
+    ++messages[r].acked;
+    std::int64_t expected = 0;
+    while (expected < static_cast<std::int64_t>(messages.size()) &&
+           messages[static_cast<std::size_t>(expected)].acked == messages[static_cast<std::size_t>(expected)].outputs) {
+      ++expected;
+    }
+    const auto d = drain(t);
+    if (d.count({0, 0})) committed = d.at({0, 0});
+    if (expected > 0) {
+      ASSERT_EQ(committed, expected);
+    }
+  }
+  EXPECT_EQ(committed, 2000);
+  EXPECT_EQ(t.pending_messages(), 0u);
+}
+
+}  // namespace
+}  // namespace sketchd::kafka

@@ -1,0 +1,221 @@
+// State snapshots: the file round-trips, corruption of any kind is a snapshot_error (never
+// a crash), writes replace the previous snapshot atomically, and a pipeline restored from
+// its state answers exactly as before — or refuses a state made under other parameters.
+#include "sketchd/state/snapshot.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "sketchd/pipeline/pipeline.h"
+
+namespace sketchd {
+namespace {
+
+namespace fs = std::filesystem;
+
+class temp_dir {
+ public:
+  temp_dir() {
+    std::string pattern = (fs::temp_directory_path() / "sketchd-snapshot-test.XXXXXX").string();
+    path_ = ::mkdtemp(pattern.data());
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+state::snapshot sample() {
+  state::snapshot s;
+  s.created_ms = 1'790'000'000'000;
+  s.offsets = {{"events", 0, 42}, {"events", 3, 7}, {"other", 1, 0}};
+  s.pipelines = {{"clicks", std::string("state\0with\0zeros", 16)}, {"empty", ""}};
+  return s;
+}
+
+TEST(Snapshot, EncodeDecodeRoundTrips) {
+  const state::snapshot s = sample();
+  const state::snapshot back = state::decode(state::encode(s), "test");
+  EXPECT_EQ(back.created_ms, s.created_ms);
+  EXPECT_EQ(back.offsets, s.offsets);
+  EXPECT_EQ(back.pipelines, s.pipelines);
+}
+
+TEST(Snapshot, EveryTruncationIsAnError) {
+  const std::string file = state::encode(sample());
+  for (std::size_t n = 0; n < file.size(); ++n) {
+    EXPECT_THROW((void)state::decode(std::string_view(file).substr(0, n), "test"), state::snapshot_error) << n;
+  }
+}
+
+TEST(Snapshot, EveryFlippedBitIsAnError) {
+  const std::string file = state::encode(sample());
+  for (std::size_t i = 0; i < file.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string bad = file;
+      bad[i] = static_cast<char>(bad[i] ^ (1 << bit));
+      EXPECT_THROW((void)state::decode(bad, "test"), state::snapshot_error) << i << ":" << bit;
+    }
+  }
+}
+
+TEST(Snapshot, ForeignFileAndNewerVersionAreNamed) {
+  try {
+    (void)state::decode("this is not a snapshot at all, but long enough", "/x/y");
+    FAIL();
+  } catch (const state::snapshot_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/x/y: not a sketchd snapshot"), std::string::npos) << e.what();
+  }
+  std::string file = state::encode(sample());
+  file[8] = 9;  // version 9
+  try {
+    (void)state::decode(file, "f");
+    FAIL();
+  } catch (const state::snapshot_error& e) {
+    EXPECT_NE(std::string(e.what()).find("format version 9"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SnapshotStore, WritesReadsAndReplaces) {
+  temp_dir dir;
+  state::store store(dir.path() + "/nested/state");
+  EXPECT_FALSE(store.read().has_value());
+  state::snapshot s = sample();
+  const auto written = store.write(s);
+  EXPECT_EQ(written.bytes, fs::file_size(store.path()));
+  s.created_ms += 1000;
+  s.offsets.pop_back();
+  (void)store.write(s);
+  const auto back = store.read();
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->created_ms, s.created_ms);
+  EXPECT_EQ(back->offsets, s.offsets);
+  EXPECT_FALSE(fs::exists(store.path() + ".tmp"));
+}
+
+TEST(SnapshotStore, LeftoverTemporaryFileIsIgnored) {
+  temp_dir dir;
+  state::store store(dir.path());
+  (void)store.write(sample());
+  std::ofstream(store.path() + ".tmp") << "half a snapshot from a crash";
+  EXPECT_EQ(store.read()->offsets, sample().offsets);
+}
+
+TEST(SnapshotStore, FailedWriteKeepsThePreviousSnapshot) {
+  temp_dir dir;
+  state::store store(dir.path());
+  (void)store.write(sample());
+  // The temporary file's name is taken by a directory: the write fails (even as root).
+  fs::create_directory(store.path() + ".tmp");
+  state::snapshot other = sample();
+  other.created_ms = 1;
+  EXPECT_THROW((void)store.write(other), state::snapshot_error);
+  EXPECT_EQ(store.read()->created_ms, sample().created_ms);
+}
+
+TEST(SnapshotStore, SetAsideKeepsTheFileBesideAndForgetsIt) {
+  temp_dir dir;
+  state::store store(dir.path());
+  (void)store.write(sample());
+  store.set_aside("test");
+  EXPECT_FALSE(store.read().has_value());
+  int discarded = 0;
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    discarded += e.path().filename().string().starts_with("sketchd.snapshot.discarded-");
+  }
+  EXPECT_EQ(discarded, 1);
+}
+
+TEST(SnapshotStore, UnusableDirectoryIsAnError) {
+  temp_dir dir;
+  std::ofstream(dir.path() + "/file") << "x";
+  EXPECT_THROW(state::store(dir.path() + "/file"), state::snapshot_error);
+}
+
+pipeline_config clicks_config() {
+  pipeline_config c;
+  c.name = "clicks";
+  c.topics = {"events"};
+  c.item.from = item_source::key;
+  c.clock = clock_kind::wall;
+  heavy_hitters_config h;
+  h.window = std::chrono::minutes(5);
+  h.epsilon = 0.01;
+  h.delta = 0.01;
+  h.top_k = 5;
+  h.threshold = 0.05;
+  c.heavy_hitters = h;
+  dedup_config d;
+  d.capacity = 10000;
+  d.fpr = 0.01;
+  c.dedup = d;
+  return c;
+}
+
+message_view keyed(const std::string& key) {
+  message_view m;
+  m.has_key = true;
+  m.key = key;
+  return m;
+}
+
+TEST(PipelineState, RestoredPipelineAnswersAsBefore) {
+  pipeline original(clicks_config());
+  const std::int64_t now = 1'790'000'000'000;
+  original.begin_batch();
+  for (int i = 0; i < 3000; ++i) {
+    const std::string key = fmt::format("u{}", i % 7 == 0 ? 1 : i);  // u1 is heavy
+    (void)original.process(keyed(key), now, now);
+  }
+  (void)original.end_batch(now);
+
+  pipeline restored(clicks_config());
+  restored.restore_state(original.save_state());
+  EXPECT_EQ(restored.topk_json(), original.topk_json());
+  for (const std::string item : {"u1", "u2", "u2999", "never"}) {
+    EXPECT_EQ(restored.estimate_json(item), original.estimate_json(item)) << item;
+    EXPECT_EQ(restored.seen_json(item), original.seen_json(item)) << item;
+  }
+  // And it keeps deduplicating: an item seen before the snapshot is a duplicate after.
+  restored.begin_batch();
+  EXPECT_EQ(restored.process(keyed("u2"), now, now), verdict::duplicate);
+  EXPECT_EQ(restored.process(keyed("brand-new"), now, now), verdict::first_seen);
+  (void)restored.end_batch(now);
+}
+
+TEST(PipelineState, OtherParametersAreRefusedWithEachDifference) {
+  pipeline original(clicks_config());
+  pipeline_config other = clicks_config();
+  other.dedup->capacity = 20000;
+  other.heavy_hitters->window = std::chrono::minutes(10);
+  pipeline different(other);
+  try {
+    different.restore_state(original.save_state());
+    FAIL() << "restored a state of other parameters";
+  } catch (const state::mismatch_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("dedup.capacity: 10000 in the snapshot, 20000 in the configuration"), std::string::npos) << what;
+    EXPECT_NE(what.find("heavy_hitters.window: 5m in the snapshot, 10m in the configuration"), std::string::npos) << what;
+  }
+}
+
+TEST(PipelineState, CorruptStateIsAnError) {
+  pipeline original(clicks_config());
+  const std::string saved = original.save_state();
+  for (std::size_t n = 0; n < saved.size(); n += 97) {
+    pipeline p(clicks_config());
+    EXPECT_THROW(p.restore_state(std::string_view(saved).substr(0, n)), state::snapshot_error) << n;
+  }
+}
+
+}  // namespace
+}  // namespace sketchd

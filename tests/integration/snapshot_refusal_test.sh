@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# A snapshot that cannot be used stops the start with a clear message, and the explicit
+# option sets it aside. A first run writes a snapshot (SIGTERM). Then:
+#   - a bit flipped in the middle of the file: exit 1, the file named, "checksum";
+#   - the file cut short: exit 1, "truncated";
+#   - dedup.capacity and heavy_hitters.window changed in the configuration: exit 1, each
+#     difference spelt "KEY: A in the snapshot, B in the configuration", and the option
+#     that discards the snapshot named;
+#   - the same with state.discard_incompatible_snapshot: true: the daemon starts with
+#     empty windows and the old file is kept beside as sketchd.snapshot.discarded-…;
+#   - the intact snapshot and the original configuration: restored.
+#
+# Usage: snapshot_refusal_test.sh PATH/TO/sketchd
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+itest_init "$@"
+
+start_mock_kafka events:2
+port=$(free_port)
+
+# write_config FILE CAPACITY WINDOW [DISCARD]
+write_config() {
+  cat >"$1" <<EOF
+kafka:
+  brokers: "$bootstrap"
+  group_id: itest-refusal
+  properties: { session.timeout.ms: 6000 }
+http:
+  listen: "127.0.0.1:$port"
+state:
+  dir: "$work/state"
+  snapshot_interval: 1m
+  discard_incompatible_snapshot: ${4:-false}
+pipelines:
+  - name: clicks
+    topics: [events]
+    item: { from: key }
+    clock: wall
+    heavy_hitters: { window: $3, buckets: 10, epsilon: 0.01, delta: 0.01, top_k: 5, threshold: 0.1 }
+    dedup: { window: 1h, capacity: $2, fpr: 0.01 }
+log: { level: info, summary_interval: 0 }
+EOF
+}
+
+# refused CONFIG PATTERN…: sketchd must exit 1 within 20 s, its stderr matching each PATTERN.
+refused() {
+  local config=$1 status=0
+  shift
+  timeout 20 "$sketchd" run --config "$config" >"$work/refused.out" 2>"$work/refused.err" || status=$?
+  [[ $status == 1 ]] || { cat "$work/refused.err" >&2; fail "sketchd exited with $status, not 1, on a bad snapshot"; }
+  local p
+  for p in "$@"; do check_log "$work/refused.err" "$p"; done
+  grep -m1 -E "critical" "$work/refused.err" | cut -c1-300
+}
+
+write_config "$work/good.yaml" 10000 5m
+seq 1 500 | sed 's/.*/k&|v/' | produce events -K'|'
+start_daemon "$work/good.yaml" first
+wait_metric 'sketchd_pipeline_items_total{pipeline="clicks"}' -eq 500 60
+stop_process "$daemon_pid" 10 || fail "sketchd did not stop"
+snapshot="$work/state/sketchd.snapshot"
+[[ -s $snapshot ]] || fail "no snapshot written at shutdown"
+cp "$snapshot" "$work/snapshot.good"
+size=$(stat -c %s "$snapshot")
+log "snapshot written: $size bytes"
+
+# A bit flipped in the middle.
+"$python" - "$snapshot" <<'EOF'
+import sys
+data = bytearray(open(sys.argv[1], "rb").read())
+data[len(data) // 2] ^= 0x10
+open(sys.argv[1], "wb").write(bytes(data))
+EOF
+refused "$work/good.yaml" "sketchd.snapshot" "checksum" "discard_incompatible_snapshot"
+
+# Cut short.
+head -c $((size / 3)) "$work/snapshot.good" >"$snapshot"
+refused "$work/good.yaml" "truncated"
+
+# Another configuration.
+cp "$work/snapshot.good" "$snapshot"
+write_config "$work/other.yaml" 20000 10m
+refused "$work/other.yaml" "dedup.capacity: 10000 in the snapshot, 20000 in the configuration" \
+  "heavy_hitters.window: 5m in the snapshot, 10m in the configuration" "discard_incompatible_snapshot"
+
+# The same, told to discard it.
+write_config "$work/discard.yaml" 20000 10m true
+start_daemon "$work/discard.yaml" discard
+check_log "$work/discard.err" "set aside"
+ls "$work"/state/sketchd.snapshot.discarded-* >/dev/null 2>&1 || fail "the snapshot was not kept aside"
+scrape
+[[ $(require_value "$work/metrics.txt" 'sketchd_bloom_estimated_items{pipeline="clicks"}') == 0 ]] \
+  || fail "the windows did not start empty"
+stop_process "$daemon_pid" 10 || fail "sketchd did not stop"
+
+# The intact snapshot with its own configuration is restored.
+cp "$work/snapshot.good" "$snapshot"
+start_daemon "$work/good.yaml" restored
+check_log "$work/restored.err" "restored snapshot"
+api "api/v1/pipelines/clicks/seen?item=k42"
+[[ $(json "$work/api.json" 'd["seen"]') == true ]] || fail "k42 is not seen after the restore: $(cat "$work/api.json")"
+stop_process "$daemon_pid" 10 || fail "sketchd did not stop"
+log "PASS"
