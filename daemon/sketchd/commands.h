@@ -26,8 +26,9 @@ struct mock_kafka_options {
 // `sketchd mock-kafka`: serves librdkafka's mock cluster on loopback, prints
 // "bootstrap: HOST:PORT[,HOST:PORT…]" as the first line on stdout, and returns 0 on
 // SIGINT or SIGTERM. With `control`, reads one fault-injection command per line on stdin
-// (for tests): `down BROKER`, `up BROKER`, `rtt BROKER MS`, `errors API CODE[,CODE…]`
-// (the next requests of that API number fail with those Kafka error codes), `clear API`;
+// (for tests): `down BROKER`, `up BROKER`, `rtt BROKER MS`, `leader TOPIC PARTITION
+// BROKER`, `coordinator group|transaction NAME BROKER`, `errors API CODE[,CODE…]` (the
+// next requests of that API number fail with those Kafka error codes), `clear API`;
 // answers "ok: COMMAND" on stdout or "error: …" on stderr.
 [[nodiscard]] int mock_kafka_command(const mock_kafka_options& options);
 

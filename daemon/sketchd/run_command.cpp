@@ -352,6 +352,10 @@ int run(const config& cfg) {
     if (!proc.failed()) {
       for (const kafka::record& r : batch) ++consumed[r.topic_index];
       proc.process(batch, now);
+    } else {
+      // Stopped: what the paused consumer still hands over is not processed (its offsets
+      // are never stored); the windows keep sliding and the counters keep being published.
+      proc.process({}, now);
     }
     to_store.clear();
     proc.poll(to_store);

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # sketchd forwards first-seen events, and only those, with the message intact. A stream of
-# 6,000 JSON events over 2,000 distinct items (every item occurs 1 to 5 times, fixed seed),
-# keyed by item over 4 partitions, each with a header; values differ per occurrence
-# ("seq"). One dedup pipeline with output_topic and duplicates_topic. Checks:
+# 6,600 JSON events over 2,001 distinct items (every item occurs 1 to 5 times, fixed seed,
+# and one item "hot" 600 times), keyed by item over 4 partitions, each with a header;
+# values differ per occurrence ("seq"). One dedup pipeline with output_topic and
+# duplicates_topic, and a heavy-hitter pipeline on the same topic with an alerts_topic.
+# Checks:
 #   - sketchd_dedup_forwarded_total = first_seen, duplicates forwarded = duplicates;
 #   - the output topic holds each item at most once, and at least distinct − allowance of
 #     them: a Bloom filter has no false negatives, and each first occurrence is a false
@@ -11,7 +13,10 @@
 #   - every forwarded event is the first occurrence of its item in the input: same key,
 #     value, header and timestamp; its output partition is the key's (murmur2, like the
 #     Java client), so all events of a key stay together;
-#   - the duplicates topic holds exactly the other events.
+#   - the duplicates topic holds exactly the other events;
+#   - the alerts topic holds the JSON event of "hot" entering the heavy set, with every
+#     field (pipeline, event, item, estimate, ratio, window_items, error_bound, threshold,
+#     time), and sketchd_heavy_hitter_alerts_sent_total counts it.
 # Prints the lost and duplicated counts as figures.
 #
 # Usage: dedup_forward_test.sh PATH/TO/sketchd
@@ -20,7 +25,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 itest_init "$@"
 
 fpr=0.001
-start_mock_kafka events:4 unique:4 dups:4
+start_mock_kafka events:4 unique:4 dups:4 alerts:1
 port=$(free_port)
 
 "$python" - "$work" <<'EOF'
@@ -30,8 +35,8 @@ rng = random.Random(20261122)
 events = []
 for i in range(2000):
     events += [f"item-{i}"] * rng.randint(1, 5)
+events += ["hot"] * 600
 rng.shuffle(events)
-events = events[:6000]
 with open(f"{work}/events", "w") as f:
     for seq, item in enumerate(events):
         f.write(f'{item}|{json.dumps({"user": {"id": item}, "seq": seq}, separators=(",", ":"))}\n')
@@ -60,6 +65,11 @@ pipelines:
       fpr: $fpr
       output_topic: unique
       duplicates_topic: dups
+  - name: hot
+    topics: [events]
+    item: { from: key }
+    clock: wall
+    heavy_hitters: { window: 10m, buckets: 10, epsilon: 0.001, delta: 0.01, top_k: 5, threshold: 0.05, alerts_topic: alerts }
 log: { level: info, summary_interval: 0 }
 EOF
 start_daemon "$work/sketchd.yaml"
@@ -128,6 +138,21 @@ print(f"figures: {len(inp)} events, {distinct} distinct; forwarded {len(out)} fi
 sys.exit(0 if ok else 1)
 EOF
 
+wait_metric 'sketchd_heavy_hitter_alerts_sent_total{pipeline="hot"}' -ge 1 30
+kcat -C -b "$bootstrap" -t alerts -o beginning -e -q -f '%k\t%s\n' >"$work/alerts.txt" || fail "kcat could not read alerts"
+"$python" - "$work/alerts.txt" <<'EOF' || fail "no valid alert event for hot in the alerts topic: $(cat "$work/alerts.txt")"
+import json, sys
+events = [line.split("\t", 1) for line in open(sys.argv[1]).read().splitlines() if line]
+hot = [json.loads(v) for k, v in events if k == "hot"]
+enter = [e for e in hot if e["event"] == "enter"]
+assert enter, "no enter event"
+e = enter[0]
+assert set(e) >= {"pipeline", "event", "item", "estimate", "ratio", "window_items", "error_bound", "threshold", "time"}, e
+assert e["pipeline"] == "hot" and e["item"] == "hot" and e["threshold"] == 0.05, e
+assert e["ratio"] >= 0.05 and abs(e["ratio"] - e["estimate"] / e["window_items"]) < 1e-9, e
+assert 0 < e["error_bound"] <= 0.001 * e["window_items"] * 1.0001, e
+print("alert:", json.dumps(e))
+EOF
 stop_process "$daemon_pid" 10 || fail "sketchd did not stop within 10 s of SIGTERM"
 [[ $stop_status == 0 ]] || fail "sketchd exited with status $stop_status"
 log "PASS"

@@ -181,6 +181,14 @@ void mock_cluster::set_partition_leader(std::string_view topic, std::int32_t par
                  error_context(name, partition));
 }
 
+void mock_cluster::set_coordinator(std::string_view kind, std::string_view key, std::int32_t broker_id) {
+  const std::string k(kind);
+  const std::string name(key);
+  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+  with_wakeups([&] { err = rd_kafka_mock_coordinator_set(cluster_.get(), k.c_str(), name.c_str(), broker_id); });
+  throw_if_error(err, fmt::format("set the {} coordinator of {} to mock broker {}", k, name, broker_id));
+}
+
 void mock_cluster::push_request_errors(api_key key, std::span<const error_code> errors) {
   std::vector<rd_kafka_resp_err_t> codes;
   codes.reserve(errors.size());

@@ -84,6 +84,9 @@ class mock_cluster {
   // Moves the leadership of a partition (creating the topic if it does not exist);
   // -1 leaves the partition without a leader.
   void set_partition_leader(std::string_view topic, std::int32_t partition, std::int32_t broker_id);
+  // Makes a broker the coordinator of a consumer group (kind "group") or of a
+  // transactional id (kind "transaction").
+  void set_coordinator(std::string_view kind, std::string_view key, std::int32_t broker_id);
   // The next errors.size() requests of type `key`, on any broker, fail with these errors
   // in order. error_code::transport makes the broker close the connection instead.
   void push_request_errors(api_key key, std::span<const error_code> errors);

@@ -95,6 +95,26 @@ std::string apply_command(kafka::mock_cluster& cluster, const std::string& line)
     cluster.set_broker_rtt(static_cast<std::int32_t>(*id), std::chrono::milliseconds(*ms));
     return "";
   }
+  if (verb == "leader") {
+    std::string topic;
+    in >> topic;
+    const auto partition = number(0, 100000);
+    const auto id = number(-1, brokers);
+    if (topic.empty() || !partition || !id) return "leader: TOPIC PARTITION BROKER";
+    cluster.set_partition_leader(topic, static_cast<std::int32_t>(*partition), static_cast<std::int32_t>(*id));
+    return "";
+  }
+  if (verb == "coordinator") {
+    std::string kind;
+    std::string key;
+    in >> kind >> key;
+    const auto id = number(1, brokers);
+    if ((kind != "group" && kind != "transaction") || key.empty() || !id) {
+      return "coordinator: group|transaction NAME BROKER";
+    }
+    cluster.set_coordinator(kind, key, static_cast<std::int32_t>(*id));
+    return "";
+  }
   if (verb == "errors" || verb == "clear") {
     const auto api = number(0, 100);
     if (!api) return fmt::format("{}: a Kafka API number (0 = Produce, 1 = Fetch, 8 = OffsetCommit, …)", verb);
