@@ -111,6 +111,8 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
       forward_failed(rt, err, kafka::to_string(err), ticket);
     }
   }
+  // Delivery reports that have arrived are counted before the pipelines publish.
+  if (sink_) sink_->poll();
   for (std::size_t i = 0; i < pipelines_.size(); ++i) {
     for (const sketch::heavy_event& e : pipelines_[i]->end_batch(wall_ms)) {
       const auto& hh = *pipelines_[i]->config().heavy_hitters;
@@ -123,9 +125,8 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
       if (outputs_[i].alert) send_alert(i, e, wall_ms);
     }
   }
-  if (sink_) sink_->poll();
   warn_extract_failures(wall_ms);
-  publish();
+  publish(true);
 }
 
 void processor::send_alert(std::size_t p, const sketch::heavy_event& e, std::int64_t wall_ms) {
@@ -211,13 +212,13 @@ void processor::drain(std::vector<kafka::partition_offset>& out) {
 void processor::poll(std::vector<kafka::partition_offset>& out) {
   if (sink_) sink_->poll();
   drain(out);
-  publish();
+  publish(false);
 }
 
 bool processor::flush(std::chrono::milliseconds timeout, std::vector<kafka::partition_offset>& out) {
   const bool done = !sink_ || sink_->flush(timeout);
   drain(out);
-  publish();
+  publish(false);
   return done;
 }
 
@@ -284,11 +285,13 @@ void processor::warn_extract_failures(std::int64_t wall_ms) {
   }
 }
 
-void processor::publish() {
+void processor::publish(bool end_of_batch) {
   std::lock_guard lock(mutex_);
   published_ = local_;
   queue_ = sink_ ? sink_->in_flight() : 0;
-  stopped_ = failed();
+  // Only once the pipelines have published their counters too (end_batch), so that a
+  // scrape never shows consumption stopped without the failures that stopped it.
+  if (end_of_batch) stopped_ = failed();
 }
 
 void processor::collect(std::vector<metrics::metric_family>& out) const {

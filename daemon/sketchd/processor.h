@@ -111,7 +111,7 @@ class processor {
   void send_alert(std::size_t pipeline, const sketch::heavy_event& e, std::int64_t wall_ms);
   void drain(std::vector<kafka::partition_offset>& out);
   void warn_extract_failures(std::int64_t wall_ms);
-  void publish();
+  void publish(bool end_of_batch);
 
   const config& config_;
   std::vector<pipeline*> pipelines_;

@@ -55,7 +55,7 @@ stop_daemon() {
   stop_process "$daemon_pid" 5 || fail "sketchd $name did not exit within 5 s of SIGTERM"
   [[ $stop_status -eq 0 ]] || fail "sketchd $name exited with status $stop_status after SIGTERM"
   check_log "$work/$name.err" 'received signal 15'
-  check_log "$work/$name.err" '\] stopped$'
+  check_log "$work/$name.err" '\] stopped after consuming [0-9]+ message'
   log "sketchd $name stopped in $stop_ms ms with status 0"
 }
 

@@ -1,0 +1,187 @@
+// The baseline of bench/kafka_throughput.sh: a bare librdkafka client that does nothing per
+// message, with exactly the consumer settings of sketchd's source (sketchd/kafka/source.cpp:
+// cooperative-sticky, fetch.wait.max.ms 100, queued.min.messages 100000, offsets stored by
+// the application once per batch, batches of up to --batch messages polled like
+// source::poll_batch).
+//
+//   kafka_bare consume --brokers B --topic T --group G --count N [--batch 1000]
+//       reads N messages and prints "rate: R msg/s" (first message to the Nth)
+//   kafka_bare pipe --brokers B --topic T --group G --count N --output O [--batch 1000]
+//       the same, producing each message (key, value, headers, timestamp) to O with an
+//       idempotent producer and storing an input offset only after its delivery report —
+//       the bare equivalent of sketchd's forward path, every message forwarded
+#include <librdkafka/rdkafka.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sketchd/kafka/client.h"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct options {
+  std::string brokers;
+  std::string topic;
+  std::string group;
+  std::string output;
+  std::uint64_t count = 0;
+  std::uint32_t batch = 1000;
+};
+
+sketchd::kafka::handle_ptr make_consumer(const options& o) {
+  sketchd::kafka::client_config conf;
+  conf.set("partition.assignment.strategy", "cooperative-sticky");
+  conf.set("statistics.interval.ms", "5000");
+  conf.set("fetch.wait.max.ms", "100");
+  conf.set("queued.min.messages", "100000");
+  conf.set("auto.offset.reset", "earliest");
+  conf.set("session.timeout.ms", "6000");
+  conf.set("bootstrap.servers", o.brokers);
+  conf.set("group.id", o.group);
+  conf.set("enable.auto.offset.store", "false");
+  conf.set("enable.partition.eof", "false");
+  auto consumer = std::move(conf).create(RD_KAFKA_CONSUMER);
+  rd_kafka_poll_set_consumer(consumer.get());
+  sketchd::kafka::topic_partition_list_ptr topics(rd_kafka_topic_partition_list_new(1));
+  rd_kafka_topic_partition_list_add(topics.get(), o.topic.c_str(), RD_KAFKA_PARTITION_UA);
+  sketchd::kafka::throw_if_error(rd_kafka_subscribe(consumer.get(), topics.get()), "subscribe");
+  return consumer;
+}
+
+// Delivered input positions waiting to be stored, per partition (pipe mode).
+struct pipe_state {
+  std::uint64_t delivered = 0;
+  std::uint64_t failed = 0;
+  std::map<std::int32_t, std::int64_t> next;  // partition → offset + 1 of the last delivered
+};
+
+void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
+  auto* state = static_cast<pipe_state*>(opaque);
+  if (m->err) {
+    ++state->failed;
+    return;
+  }
+  ++state->delivered;
+  // Input partition and offset travel in the message opaque: partition << 40 | offset.
+  const auto packed = reinterpret_cast<std::uintptr_t>(m->_private);
+  const auto partition = static_cast<std::int32_t>(packed >> 40);
+  const auto offset = static_cast<std::int64_t>(packed & ((std::uintptr_t{1} << 40) - 1));
+  auto& next = state->next[partition];
+  next = std::max(next, offset + 1);
+}
+
+int run(const options& o, bool pipe) {
+  auto consumer = make_consumer(o);
+  pipe_state state;
+  sketchd::kafka::handle_ptr producer;
+  rd_kafka_topic_t* output = nullptr;
+  if (pipe) {
+    sketchd::kafka::client_config conf;
+    conf.set("bootstrap.servers", o.brokers);
+    conf.set("enable.idempotence", "true");
+    conf.set("partitioner", "murmur2_random");
+    conf.set("linger.ms", "5");
+    rd_kafka_conf_set_dr_msg_cb(conf.get(), on_delivery);
+    rd_kafka_conf_set_opaque(conf.get(), &state);
+    producer = std::move(conf).create(RD_KAFKA_PRODUCER);
+    output = rd_kafka_topic_new(producer.get(), o.output.c_str(), nullptr);
+  }
+  std::vector<rd_kafka_message_t*> batch;
+  batch.reserve(o.batch);
+  std::uint64_t consumed = 0;
+  clock_type::time_point first{};
+  while (consumed < o.count || (pipe && state.delivered + state.failed < o.count)) {
+    int timeout = 100;
+    while (batch.size() < o.batch) {
+      rd_kafka_message_t* m = rd_kafka_consumer_poll(consumer.get(), timeout);
+      if (m == nullptr) break;
+      timeout = 0;
+      if (m->err) {
+        rd_kafka_message_destroy(m);
+        continue;
+      }
+      batch.push_back(m);
+    }
+    if (!batch.empty() && consumed == 0) first = clock_type::now();
+    for (rd_kafka_message_t* m : batch) {
+      if (pipe) {
+        rd_kafka_headers_t* headers = nullptr;
+        rd_kafka_headers_t* copy = nullptr;
+        if (rd_kafka_message_headers(m, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR && headers) {
+          copy = rd_kafka_headers_copy(headers);
+        }
+        rd_kafka_timestamp_type_t type;
+        const std::int64_t ts = rd_kafka_message_timestamp(m, &type);
+        const auto packed = (static_cast<std::uintptr_t>(m->partition) << 40) | static_cast<std::uintptr_t>(m->offset);
+        for (;;) {
+          const rd_kafka_resp_err_t err = rd_kafka_producev(
+              producer.get(), RD_KAFKA_V_RKT(output), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+              RD_KAFKA_V_KEY(m->key, m->key_len), RD_KAFKA_V_VALUE(m->payload, m->len),
+              RD_KAFKA_V_TIMESTAMP(ts > 0 ? ts : 0), RD_KAFKA_V_HEADERS(copy),
+              RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(packed)), RD_KAFKA_V_END);
+          if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) break;
+          rd_kafka_poll(producer.get(), 10);
+        }
+      } else {
+        // Nothing per message; store the batch's offsets as sketchd does.
+        rd_kafka_offset_store(m->rkt, m->partition, m->offset);
+      }
+      rd_kafka_message_destroy(m);
+    }
+    consumed += batch.size();
+    batch.clear();
+    if (pipe) {
+      rd_kafka_poll(producer.get(), 0);
+      if (!state.next.empty()) {
+        sketchd::kafka::topic_partition_list_ptr list(rd_kafka_topic_partition_list_new(static_cast<int>(state.next.size())));
+        for (const auto& [p, next] : state.next) {
+          rd_kafka_topic_partition_list_add(list.get(), o.topic.c_str(), p)->offset = next;
+        }
+        rd_kafka_offsets_store(consumer.get(), list.get());
+        state.next.clear();
+      }
+    }
+  }
+  const double seconds = std::chrono::duration<double>(clock_type::now() - first).count();
+  fmt::print("consumed: {}\n", consumed);
+  if (pipe) fmt::print("delivered: {}\nfailed: {}\n", state.delivered, state.failed);
+  fmt::print("seconds: {:.3f}\nrate: {:.0f} msg/s\n", seconds, static_cast<double>(o.count) / seconds);
+  if (output) rd_kafka_topic_destroy(output);
+  rd_kafka_consumer_close(consumer.get());
+  return state.failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("A bare librdkafka consumer (and consume-produce pipe): the baseline of bench/kafka_throughput.sh");
+  app.require_subcommand(1);
+  options o;
+  const auto common = [&o](CLI::App* c) {
+    c->add_option("--brokers", o.brokers, "Bootstrap servers")->required();
+    c->add_option("--topic", o.topic, "Input topic")->required();
+    c->add_option("--group", o.group, "Consumer group (use a fresh one per run)")->required();
+    c->add_option("--count", o.count, "Messages to read")->required()->check(CLI::PositiveNumber);
+    c->add_option("--batch", o.batch, "Messages per poll batch, as sketchd's kafka.batch_size")->capture_default_str();
+  };
+  CLI::App* consume = app.add_subcommand("consume", "Read COUNT messages, doing nothing per message");
+  common(consume);
+  CLI::App* pipe = app.add_subcommand("pipe", "Read COUNT messages and produce each to --output");
+  common(pipe);
+  pipe->add_option("--output", o.output, "Output topic")->required();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(o, pipe->parsed());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "kafka_bare: {}\n", e.what());
+    return 1;
+  }
+}

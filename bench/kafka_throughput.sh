@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# sketchd's consume-and-process rate beside a bare librdkafka consumer, and its forward
+# path beside a bare consume-and-produce pipe, on the same broker and topic, with the same
+# consumer settings (the goals of issues 3 and 4: ≥ 90% and ≥ 85% of the bare rates).
+#
+#   1. `sketchd mock-kafka` with an input topic of 32 partitions (the mock keeps at most
+#      5 MiB per partition: N is sized so that nothing is dropped, which the script checks);
+#   2. N small JSON events {"user":{"id":"uK"},"seq":S}, K Zipf(1.1)-distributed over
+#      1,000,000 items (fixed seed), keyed by item, produced once with kcat;
+#   3. REPEAT rounds, alternating, each with a fresh consumer group:
+#        bare consume   kafka_bare consume: reads N messages, does nothing per message;
+#        sketchd        sketchd run with a heavy_hitters + dedup pipeline on the topic;
+#        bare pipe      kafka_bare pipe: reads N messages, produces each to an output topic;
+#        sketchd fwd    sketchd run with dedup.output_topic: forwards the first-seen events.
+#      A rate is N / (time from the first consumed message to the Nth). For sketchd the
+#      times come from polling sketchd_messages_consumed_total every 20 ms (the resolution
+#      of its figure), so the group join before the first message is not counted for
+#      either side.
+#   4. medians, and the ratios to the goals.
+#
+# Note the forward comparison: the bare pipe forwards every message, sketchd only the
+# first-seen ones (here about a third), so the ratio is of input rates for the same job
+# of reading every message and forwarding what must be forwarded.
+#
+# Usage: bench/kafka_throughput.sh BUILD_DIR   (N=1000000 REPEAT=3 by default)
+set -euo pipefail
+
+build=${1:?usage: $0 BUILD_DIR}
+sketchd=$build/daemon/sketchd
+bare=$build/bench/kafka_bare
+for exe in "$sketchd" "$bare"; do
+  [[ -x $exe ]] || { echo "$0: $exe not found: build with -DSKETCHD_BUILD_BENCH=ON" >&2; exit 1; }
+done
+command -v kcat >/dev/null || { echo "$0: kcat is not installed" >&2; exit 1; }
+n=${N:-1000000}
+repeat=${REPEAT:-3}
+partitions=32
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$sketchd" mock-kafka --topic "in:$partitions" --topic "out:$partitions" --topic "pipe:$partitions" \
+  >"$work/mock.out" 2>"$work/mock.err" &
+pids+=($!)
+for _ in $(seq 100); do
+  bootstrap=$(sed -n 's/^bootstrap: //p' "$work/mock.out")
+  [[ -n $bootstrap ]] && break
+  sleep 0.1
+done
+[[ -n $bootstrap ]] || { echo "mock-kafka did not start" >&2; exit 1; }
+
+python3 - "$n" >"$work/events" <<'EOF'
+import bisect, itertools, random, sys
+n = int(sys.argv[1])
+rng = random.Random(1)
+u, s = 1_000_000, 1.1
+cdf = list(itertools.accumulate(1 / (k ** s) for k in range(1, u + 1)))
+total = cdf[-1]
+out = sys.stdout
+for seq in range(n):
+    k = bisect.bisect_left(cdf, rng.random() * total)
+    out.write(f'u{k}|{{"user":{{"id":"u{k}"}},"seq":{seq}}}\n')
+EOF
+distinct=$(cut -d'|' -f1 "$work/events" | sort -u | wc -l)
+kcat -P -b "$bootstrap" -t in -K'|' -X linger.ms=50 -X batch.num.messages=10000 <"$work/events"
+stored=$(kcat -C -b "$bootstrap" -t in -o beginning -e -q -f '.\n' | wc -l)
+[[ $stored == "$n" ]] || { echo "the topic holds $stored of $n messages: lower N" >&2; exit 1; }
+echo "== $n events ($distinct distinct items) in topic in ($partitions partitions) at $bootstrap"
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# sketchd_rate NAME OUTPUT: runs sketchd on topic `in` (forwarding to OUTPUT unless empty),
+# prints its rate in msg/s.
+sketchd_rate() {
+  local name=$1 output=$2 port
+  port=$(free_port)
+  cat >"$work/$name.yaml" <<EOF
+kafka:
+  brokers: "$bootstrap"
+  group_id: bench-$name
+  properties: { session.timeout.ms: 6000 }
+http:
+  listen: "127.0.0.1:$port"
+pipelines:
+  - name: clicks
+    topics: [in]
+    item: { from: json, path: /user/id }
+    clock: wall
+    heavy_hitters: { window: 5m, buckets: 10, epsilon: 0.0001, delta: 0.001, top_k: 20, threshold: 0.01 }
+    dedup: { window: 1h, capacity: 2M, fpr: 0.001${output:+, output_topic: $output} }
+log: { level: warn }
+EOF
+  "$sketchd" run --config "$work/$name.yaml" >"$work/$name.out" 2>"$work/$name.err" &
+  local pid=$!
+  pids+=("$pid")
+  python3 - "$port" "$n" "$output" <<'EOF'
+import re, sys, time, urllib.request
+port, n, output = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def scrape():
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+    except OSError:
+        return ""
+def value(text, name):
+    m = re.search(r"^" + re.escape(name) + r"(?:\{[^}]*\})? (\S+)$", text, re.M)
+    return float(m.group(1)) if m else 0.0
+deadline = time.time() + 300
+first = last = None
+while time.time() < deadline:
+    t = time.monotonic()
+    text = scrape()
+    consumed = value(text, "sketchd_messages_consumed_total")
+    if consumed > 0 and first is None:
+        first = t
+    if consumed >= n:
+        last = t
+        break
+    time.sleep(0.02)
+if last is None:
+    sys.exit("sketchd did not consume every message in time")
+if output:  # the forward path: until every first-seen event is delivered
+    while time.time() < deadline:
+        text = scrape()
+        if value(text, "sketchd_dedup_forwarded_total") >= value(text, "sketchd_dedup_first_seen_total") > 0:
+            last = time.monotonic()
+            break
+        time.sleep(0.02)
+print(f"{n / (last - first):.0f}")
+EOF
+  kill -TERM "$pid"
+  wait "$pid" || true
+}
+
+bare_rate() {
+  local mode=$1 group=$2
+  shift 2
+  "$bare" "$mode" --brokers "$bootstrap" --topic in --group "$group" --count "$n" "$@" | sed -n 's/^rate: \([0-9]*\).*/\1/p'
+}
+
+declare -A rates
+for r in $(seq "$repeat"); do
+  rates[bare_consume]+=" $(bare_rate consume "bare-consume-$r")"
+  rates[sketchd]+=" $(sketchd_rate "sketchd-$r" "")"
+  rates[bare_pipe]+=" $(bare_rate pipe "bare-pipe-$r" --output pipe)"
+  rates[sketchd_forward]+=" $(sketchd_rate "forward-$r" out)"
+  echo "round $r: bare consume${rates[bare_consume]##* } sketchd${rates[sketchd]##* } bare pipe${rates[bare_pipe]##* } sketchd forward${rates[sketchd_forward]##* } (msg/s)"
+done
+
+python3 - "${rates[bare_consume]}" "${rates[sketchd]}" "${rates[bare_pipe]}" "${rates[sketchd_forward]}" <<'EOF'
+import statistics, sys
+bare_c, sk, bare_p, fwd = ([float(x) for x in a.split()] for a in sys.argv[1:5])
+def row(name, xs):
+    return f"| {name} | {statistics.median(xs):,.0f} | {min(xs):,.0f}–{max(xs):,.0f} |"
+print("\n| run | median msg/s | range |\n|---|---|---|")
+for name, xs in (("bare consumer", bare_c), ("sketchd (heavy hitters + dedup)", sk),
+                 ("bare consume-produce pipe", bare_p), ("sketchd forwarding first-seen", fwd)):
+    print(row(name, xs))
+c = statistics.median(sk) / statistics.median(bare_c)
+f = statistics.median(fwd) / statistics.median(bare_p)
+print(f"\nsketchd / bare consumer: {c:.0%} (goal ≥ 90%: {'met' if c >= 0.9 else 'not met'})")
+print(f"sketchd forward / bare pipe: {f:.0%} (goal ≥ 85%: {'met' if f >= 0.85 else 'not met'})")
+EOF
