@@ -232,7 +232,15 @@ TEST(MockCluster, DownBrokerTimesDeliveriesOutUntilItIsUpAgain) {
   EXPECT_EQ(rd_kafka_flush(producer.get(), kFlushTimeoutMs), RD_KAFKA_RESP_ERR_NO_ERROR);
 
   cluster.set_broker_up(1);
-  // The producer may still be backing off its reconnection; the message waits for it.
+  // Wait until the producer is connected again (a metadata request answered), so that the
+  // second message's 1 s timeout does not race the reconnection on a loaded machine.
+  const rd_kafka_metadata_t* metadata = nullptr;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    if (rd_kafka_metadata(producer.get(), 0, nullptr, &metadata, 1000) == RD_KAFKA_RESP_ERR_NO_ERROR) break;
+    metadata = nullptr;
+  }
+  ASSERT_NE(metadata, nullptr) << "the producer did not reconnect within 20 s";
+  rd_kafka_metadata_destroy(metadata);
   produce(producer.get(), "events", "k", "delivered");
   EXPECT_EQ(rd_kafka_flush(producer.get(), kFlushTimeoutMs), RD_KAFKA_RESP_ERR_NO_ERROR);
 
