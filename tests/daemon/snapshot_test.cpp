@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -53,7 +55,9 @@ TEST(Snapshot, EncodeDecodeRoundTrips) {
 TEST(Snapshot, EveryTruncationIsAnError) {
   const std::string file = state::encode(sample());
   for (std::size_t n = 0; n < file.size(); ++n) {
-    EXPECT_THROW((void)state::decode(std::string_view(file).substr(0, n), "test"), state::snapshot_error) << n;
+    EXPECT_THROW((void)state::decode(std::string_view(file).substr(0, n), "test"),
+                 state::snapshot_error)
+        << n;
   }
 }
 
@@ -73,7 +77,8 @@ TEST(Snapshot, ForeignFileAndNewerVersionAreNamed) {
     (void)state::decode("this is not a snapshot at all, but long enough", "/x/y");
     FAIL();
   } catch (const state::snapshot_error& e) {
-    EXPECT_NE(std::string(e.what()).find("/x/y: not a sketchd snapshot"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("/x/y: not a sketchd snapshot"), std::string::npos)
+        << e.what();
   }
   std::string file = state::encode(sample());
   file[8] = 9;  // version 9
@@ -92,6 +97,8 @@ TEST(SnapshotStore, WritesReadsAndReplaces) {
   state::snapshot s = sample();
   const auto written = store.write(s);
   EXPECT_EQ(written.bytes, fs::file_size(store.path()));
+  EXPECT_EQ(written.bytes, state::encode(s).size());
+  EXPECT_GE(written.seconds, 0.0);
   s.created_ms += 1000;
   s.offsets.pop_back();
   (void)store.write(s);
@@ -122,17 +129,43 @@ TEST(SnapshotStore, FailedWriteKeepsThePreviousSnapshot) {
   EXPECT_EQ(store.read()->created_ms, sample().created_ms);
 }
 
-TEST(SnapshotStore, SetAsideKeepsTheFileBesideAndForgetsIt) {
+TEST(SnapshotStore, FullDiskIsNamedAndKeepsThePreviousSnapshot) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
   temp_dir dir;
   state::store store(dir.path());
   (void)store.write(sample());
-  store.set_aside("test");
-  EXPECT_FALSE(store.read().has_value());
+  // Every write to /dev/full fails with ENOSPC: the temporary file is made to lead there.
+  fs::create_symlink("/dev/full", store.path() + ".tmp");
+  state::snapshot other = sample();
+  other.created_ms = 1;
+  try {
+    (void)store.write(other);
+    FAIL() << "a write to a full disk succeeded";
+  } catch (const state::snapshot_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(store.path() + ".tmp"), std::string::npos) << what;
+    EXPECT_NE(what.find(std::strerror(ENOSPC)), std::string::npos) << what;
+  }
+  EXPECT_FALSE(fs::is_symlink(store.path() + ".tmp"));  // removed after the failure
+  EXPECT_EQ(store.read()->created_ms, sample().created_ms);
+}
+
+TEST(SnapshotStore, SetAsideKeepsTheFileBesideAndForgetsIt) {
+  temp_dir dir;
+  state::store store(dir.path());
+  store.set_aside("nothing to set aside");  // no snapshot: nothing happens
+  for (int i = 0; i < 2; ++i) {
+    (void)store.write(sample());
+    store.set_aside("test");
+    EXPECT_FALSE(store.read().has_value());
+  }
   int discarded = 0;
   for (const auto& e : fs::directory_iterator(dir.path())) {
-    discarded += e.path().filename().string().starts_with("sketchd.snapshot.discarded-");
+    const std::string name = e.path().filename().string();
+    EXPECT_TRUE(name.starts_with("sketchd.snapshot.discarded-")) << name;
+    discarded += name.starts_with("sketchd.snapshot.discarded-");
   }
-  EXPECT_EQ(discarded, 1);
+  EXPECT_EQ(discarded, 2);  // the second, of the same second, did not replace the first
 }
 
 TEST(SnapshotStore, UnusableDirectoryIsAnError) {
@@ -203,18 +236,165 @@ TEST(PipelineState, OtherParametersAreRefusedWithEachDifference) {
     FAIL() << "restored a state of other parameters";
   } catch (const state::mismatch_error& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("dedup.capacity: 10000 in the snapshot, 20000 in the configuration"), std::string::npos) << what;
-    EXPECT_NE(what.find("heavy_hitters.window: 5m in the snapshot, 10m in the configuration"), std::string::npos) << what;
+    EXPECT_NE(what.find("dedup.capacity: 10000 in the snapshot, 20000 in the configuration"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("heavy_hitters.window: 5m in the snapshot, 10m in the configuration"),
+              std::string::npos)
+        << what;
+    // The sizes derived from a changed setting are not listed beside it.
+    EXPECT_EQ(what.find("(derived)"), std::string::npos) << what;
   }
 }
 
-TEST(PipelineState, CorruptStateIsAnError) {
+pipeline_config events_config() {
+  pipeline_config c;
+  c.name = "events";
+  c.topics = {"events", "other"};
+  c.item.from = item_source::json;
+  c.item.path = "/user";
+  c.clock = clock_kind::event;
+  dedup_config d;
+  d.window = std::chrono::minutes(10);
+  d.capacity = 5000;
+  d.fpr = 0.001;
+  d.generations = 3;
+  c.dedup = d;
+  return c;
+}
+
+message_view json_user(const std::string& user, std::string& storage) {
+  storage = fmt::format(R"({{"user":"{}"}})", user);
+  message_view m;
+  m.value = storage;
+  return m;
+}
+
+// The daemon's path: several pipelines and their positions through a store, into new
+// pipelines built from the same configuration.
+TEST(PipelineState, StoreRoundTripOfSeveralPipelines) {
+  temp_dir dir;
+  const std::int64_t now = 1'790'000'000'000;
+  pipeline clicks(clicks_config());
+  pipeline events(events_config());
+  clicks.begin_batch();
+  events.begin_batch();
+  std::string storage;
+  for (int i = 0; i < 2000; ++i) {
+    (void)clicks.process(keyed(fmt::format("u{}", i % 3 == 0 ? 0 : i)), now + i, now + i);
+    (void)events.process(json_user(fmt::format("v{}", i % 500), storage), now + i, now + i);
+  }
+  (void)clicks.end_batch(now + 2000);
+  (void)events.end_batch(now + 2000);
+
+  state::snapshot s;
+  s.created_ms = now + 2000;
+  s.offsets = {{"events", 0, 1200}, {"events", 1, 800}, {"other", 0, 0}};
+  s.pipelines = {{"clicks", clicks.save_state()}, {"events", events.save_state()}};
+  (void)state::store(dir.path()).write(s);
+
+  const auto back = state::store(dir.path()).read();
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->created_ms, s.created_ms);
+  EXPECT_EQ(back->offsets, s.offsets);
+  ASSERT_EQ(back->pipelines.size(), 2U);
+  pipeline clicks2(clicks_config());
+  pipeline events2(events_config());
+  clicks2.restore_state(back->pipelines[0].second);
+  events2.restore_state(back->pipelines[1].second);
+  EXPECT_EQ(clicks2.save_state(), clicks.save_state());
+  EXPECT_EQ(events2.save_state(), events.save_state());
+  EXPECT_EQ(clicks2.topk_json(), clicks.topk_json());
+  EXPECT_EQ(events2.seen_json("v42"), events.seen_json("v42"));
+  EXPECT_EQ(events2.estimate_json("v42"), std::nullopt);  // no heavy_hitters section
+}
+
+TEST(PipelineState, OtherItemOrClockIsAMismatch) {
   pipeline original(clicks_config());
+  pipeline_config other = clicks_config();
+  other.item.from = item_source::json;
+  other.item.path = "/user";
+  other.clock = clock_kind::event;
+  try {
+    pipeline(other).restore_state(original.save_state());
+    FAIL() << "restored a state of another extractor";
+  } catch (const state::mismatch_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("item.from: key in the snapshot, json in the configuration"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("item.path: (not set) in the snapshot, /user in the configuration"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("clock: wall in the snapshot, event in the configuration"),
+              std::string::npos)
+        << what;
+  }
+  pipeline_config no_dedup = clicks_config();
+  no_dedup.dedup.reset();
+  EXPECT_THROW(pipeline(no_dedup).restore_state(original.save_state()), state::mismatch_error);
+  EXPECT_THROW(
+      pipeline(clicks_config(), sketch::kDefaultSeed + 1).restore_state(original.save_state()),
+      state::mismatch_error);
+}
+
+// clicks_config() with small structures (a few KiB of state), for the corruption tests.
+pipeline_config small_config() {
+  pipeline_config c = clicks_config();
+  c.heavy_hitters->epsilon = 0.1;
+  c.heavy_hitters->delta = 0.1;
+  c.heavy_hitters->threshold = 0.2;
+  c.heavy_hitters->buckets = 4;
+  c.dedup->capacity = 200;
+  return c;
+}
+
+// Every byte of a state is checked: the library's records by their checksums, the
+// parameters by comparison, the flags by value. Only the clock (its last 16 bytes) has no
+// redundancy, so a flip there is accepted. Small structures and a flip every 13th byte
+// (a prime: every position modulo 8 is hit) keep the test fast, also under ASan.
+TEST(PipelineState, FlippedBitsAreErrorsNotCrashes) {
+  const pipeline_config small = small_config();
+  pipeline original(small);
+  const std::int64_t now = 1'790'000'000'000;
+  original.begin_batch();
+  for (int i = 0; i < 500; ++i) (void)original.process(keyed(fmt::format("u{}", i % 50)), now, now);
+  (void)original.end_batch(now);
   const std::string saved = original.save_state();
-  for (std::size_t n = 0; n < saved.size(); n += 97) {
-    pipeline p(clicks_config());
+  ASSERT_GT(saved.size(), 16U);
+  std::size_t refused = 0;
+  std::size_t tried = 0;
+  for (std::size_t i = 0; i < saved.size(); i += 13) {
+    std::string bad = saved;
+    bad[i] = static_cast<char>(bad[i] ^ (1 << (i % 8)));
+    pipeline p(small);
+    ++tried;
+    try {
+      p.restore_state(bad);
+      EXPECT_GE(i, saved.size() - 16) << "a flipped bit at byte " << i << " was accepted";
+    } catch (const state::snapshot_error&) {
+      ++refused;
+    }
+  }
+  EXPECT_GE(refused + 2, tried);  // at most two probes land in the clock
+  EXPECT_GT(tried, 100U);
+}
+
+// A truncated state is refused, and a refused state leaves the pipeline as it was.
+TEST(PipelineState, TruncatedStateIsAnErrorAndChangesNothing) {
+  pipeline original(small_config());
+  const std::int64_t now = 1'790'000'000'000;
+  original.begin_batch();
+  for (int i = 0; i < 100; ++i) (void)original.process(keyed(fmt::format("u{}", i % 10)), now, now);
+  (void)original.end_batch(now);
+  const std::string saved = original.save_state();
+  pipeline p(small_config());
+  const std::string before = p.save_state();
+  for (std::size_t n = 0; n < saved.size(); n += 7) {
     EXPECT_THROW(p.restore_state(std::string_view(saved).substr(0, n)), state::snapshot_error) << n;
   }
+  EXPECT_THROW(p.restore_state(saved + "x"), state::snapshot_error);
+  EXPECT_EQ(p.save_state(), before);
 }
 
 }  // namespace

@@ -48,6 +48,7 @@ pipeline::pipeline(const pipeline_config& config, std::uint64_t seed)
     o.seed = seed_;
     dedup_.emplace(o);
   }
+  parameters_ = describe_parameters();
 }
 
 void pipeline::begin_batch() { batch_lock_.lock(); }
@@ -334,15 +335,21 @@ std::optional<std::string> pipeline::seen_json(std::string_view item) const {
 // Snapshots. The state of a pipeline (all integers little-endian):
 //
 //   u64 n, n bytes   parameters(): "key: value" lines
-//   u8               1 when heavy_hitters follows
+//   u8               1 when heavy_hitters follows, else 0
 //   u64 n, n bytes     rolling_count_min::serialize() (its own checked record)
-//   u8               1 when dedup follows
+//   u8               1 when dedup follows, else 0
 //   u64 n, n bytes     rolling_bloom::serialize()
 //   i64 clock_ms, i64 clock_wall_ms
+//
+// The parameters are compared as text before anything else is read, so a state made under
+// another configuration (or by a library that sizes the structures differently: the
+// derived sizes are part of the text) is refused with every difference named.
 
-std::string pipeline::parameters() const {
+std::string pipeline::describe_parameters() const {
   std::string out;
-  const auto line = [&](std::string_view key, const auto& value) { out += fmt::format("{}: {}\n", key, value); };
+  const auto line = [&](std::string_view key, const auto& value) {
+    out += fmt::format("{}: {}\n", key, value);
+  };
   line("item.from", to_string(config_.item.from));
   if (config_.item.from == item_source::json) line("item.path", config_.item.path);
   if (config_.item.from == item_source::header) line("item.name", config_.item.header);
@@ -356,6 +363,9 @@ std::string pipeline::parameters() const {
     line("heavy_hitters.top_k", h->top_k);
     line("heavy_hitters.threshold", h->threshold);
     line("heavy_hitters.conservative", h->conservative);
+    line("heavy_hitters.width (derived)", sketch::count_min_sketch::suggest_width(h->epsilon));
+    line("heavy_hitters.depth (derived)", sketch::count_min_sketch::suggest_depth(h->delta));
+    line("heavy_hitters.slice_ms (derived)", heavy_->slice_ms());
   } else {
     line("heavy_hitters", "none");
   }
@@ -364,6 +374,10 @@ std::string pipeline::parameters() const {
     line("dedup.capacity", d->capacity);
     line("dedup.fpr", d->fpr);
     line("dedup.generations", d->generations);
+    line("dedup.generation_capacity (derived)", dedup_->generation_capacity());
+    line("dedup.generation_fpr (derived)", dedup_->generation_fpr());
+    line("dedup.generation_bits (derived)", dedup_->generation(0).bits());
+    line("dedup.slice_ms (derived)", dedup_->slice_ms());
   } else {
     line("dedup", "none");
   }
@@ -374,7 +388,7 @@ std::string pipeline::save_state() const {
   std::lock_guard lock(mutex_);
   std::string out;
   state::binary_writer w(out);
-  w.bytes(parameters());
+  w.bytes(parameters_);
   w.u8(heavy_ ? 1 : 0);
   if (heavy_) w.bytes(heavy_->serialize());
   w.u8(dedup_ ? 1 : 0);
@@ -393,10 +407,23 @@ std::vector<std::pair<std::string, std::string>> parameter_lines(std::string_vie
     const std::size_t end = std::min(text.find('\n'), text.size());
     const std::string_view line = text.substr(0, end);
     const std::size_t colon = line.find(": ");
-    if (colon != std::string_view::npos) out.emplace_back(line.substr(0, colon), line.substr(colon + 2));
+    if (colon != std::string_view::npos)
+      out.emplace_back(line.substr(0, colon), line.substr(colon + 2));
     text.remove_prefix(std::min(end + 1, text.size()));
   }
   return out;
+}
+
+bool same_options(const sketch::rolling_count_min_options& a,
+                  const sketch::rolling_count_min_options& b) {
+  return a.window_ms == b.window_ms && a.buckets == b.buckets && a.epsilon == b.epsilon &&
+         a.delta == b.delta && a.top_k == b.top_k && a.threshold == b.threshold &&
+         a.conservative == b.conservative && a.seed == b.seed;
+}
+
+bool same_options(const sketch::rolling_bloom_options& a, const sketch::rolling_bloom_options& b) {
+  return a.window_ms == b.window_ms && a.capacity == b.capacity && a.fpr == b.fpr &&
+         a.generations == b.generations && a.seed == b.seed;
 }
 
 }  // namespace
@@ -404,7 +431,7 @@ std::vector<std::pair<std::string, std::string>> parameter_lines(std::string_vie
 void pipeline::restore_state(std::string_view saved) {
   state::binary_reader r(saved, fmt::format("state of pipeline {}", config_.name));
   const std::string theirs(r.bytes());
-  const std::string ours = parameters();
+  const std::string& ours = parameters_;
   if (theirs != ours) {
     const auto a = parameter_lines(theirs);
     const auto b = parameter_lines(ours);
@@ -420,25 +447,42 @@ void pipeline::restore_state(std::string_view saved) {
     for (const auto& [k, v] : b) {
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
     }
+    // The derived sizes follow from the settings: they are listed only when no setting
+    // differs (then the sizing itself changed, e.g. with another version of the library).
+    std::vector<std::string> derived;
     for (const auto& k : keys) {
       const std::string x = value_in(a, k);
       const std::string y = value_in(b, k);
-      if (x != y) differences.push_back(fmt::format("{}: {} in the snapshot, {} in the configuration", k, x, y));
+      if (x == y) continue;
+      (k.ends_with(" (derived)") ? derived : differences)
+          .push_back(fmt::format("{}: {} in the snapshot, {} in the configuration", k, x, y));
     }
-    throw state::mismatch_error(fmt::format("made under other parameters ({})", fmt::join(differences, "; ")));
+    if (differences.empty()) differences = std::move(derived);
+    if (differences.empty()) r.fail("corrupt: unreadable parameters");
+    throw state::mismatch_error(
+        fmt::format("made under other parameters ({})", fmt::join(differences, "; ")));
   }
   std::optional<sketch::rolling_count_min> heavy;
   std::optional<sketch::rolling_bloom> dedup;
+  const auto present = [&r] {
+    const std::uint8_t flag = r.u8();
+    if (flag > 1) r.fail("corrupt: a presence flag is neither 0 nor 1");
+    return flag == 1;
+  };
   try {
-    if (r.u8() != 0) heavy.emplace(sketch::rolling_count_min::deserialize(r.bytes()));
-    if (r.u8() != 0) dedup.emplace(sketch::rolling_bloom::deserialize(r.bytes()));
+    if (present()) heavy.emplace(sketch::rolling_count_min::deserialize(r.bytes()));
+    if (present()) dedup.emplace(sketch::rolling_bloom::deserialize(r.bytes()));
   } catch (const sketch::format_error& e) {
     r.fail(e.what());
   }
   const std::int64_t clock_ms = r.i64();
   const std::int64_t clock_wall_ms = r.i64();
   r.done();
-  if (heavy.has_value() != heavy_.has_value() || dedup.has_value() != dedup_.has_value()) {
+  // The parameters' text matched; the structures must carry the same options (they can
+  // only differ in a state written by something else than save_state()).
+  if (heavy.has_value() != heavy_.has_value() || dedup.has_value() != dedup_.has_value() ||
+      (heavy && !same_options(heavy->options(), heavy_->options())) ||
+      (dedup && !same_options(dedup->options(), dedup_->options()))) {
     r.fail("the structures do not match the parameters");
   }
   std::lock_guard lock(mutex_);

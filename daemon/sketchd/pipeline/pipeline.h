@@ -102,18 +102,21 @@ class pipeline {
   [[nodiscard]] std::string save_state() const;
   void restore_state(std::string_view state);
   // The parameters that give the structures their shape and meaning, one "key: value"
-  // per line: the item, the clock, every heavy_hitters and dedup size, and the hash seed.
-  [[nodiscard]] std::string parameters() const;
+  // per line: the item, the clock, the hash seed, every heavy_hitters and dedup setting,
+  // and the sizes derived from them. Fixed at construction.
+  [[nodiscard]] const std::string& parameters() const noexcept { return parameters_; }
 
  private:
   std::int64_t clock_of(std::int64_t event_ms, std::int64_t wall_ms) noexcept;
   std::string describe_json_locked() const;
+  std::string describe_parameters() const;
 
   pipeline_config config_;
   std::uint64_t seed_;
   extractor extractor_;
   std::optional<sketch::rolling_count_min> heavy_;
   std::optional<sketch::rolling_bloom> dedup_;
+  std::string parameters_;  // describe_parameters(), set by the constructor
 
   mutable std::mutex mutex_;
   std::unique_lock<std::mutex> batch_lock_{mutex_, std::defer_lock};

@@ -74,7 +74,9 @@ class binary_reader {
   void done() const {
     if (remaining() != 0) fail("unexpected data after the end");
   }
-  [[noreturn]] void fail(std::string_view why) const { throw snapshot_error(what_ + ": " + std::string(why)); }
+  [[noreturn]] void fail(std::string_view why) const {
+    throw snapshot_error(what_ + ": " + std::string(why));
+  }
 
  private:
   const char* take(std::size_t n) {

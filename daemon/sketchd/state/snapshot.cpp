@@ -1,20 +1,19 @@
 #include "sketchd/state/snapshot.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-
-#include <fmt/format.h>
+#include <memory>
 
 namespace sketchd::state {
 
@@ -23,12 +22,73 @@ namespace {
 constexpr char kMagic[8] = {'S', 'K', 'D', 'S', 'N', 'A', 'P', '\0'};
 constexpr std::size_t kHeaderSize = 20;
 constexpr std::size_t kTrailerSize = 8;
+// Small fields are gathered up to this size before they are handed on; a pipeline's
+// state, which can be tens of MiB, is handed on as it is, never copied.
+constexpr std::size_t kSmallFields = 64 * 1024;
 
-std::string system_error(std::string_view what, const std::string& path) {
-  return fmt::format("{} {}: {}", what, path, std::strerror(errno));
+std::shared_ptr<spdlog::logger> logger() {
+  auto l = spdlog::get("state");
+  return l ? l : spdlog::default_logger();
 }
 
-// Writes all of `data` to `fd`, retrying short writes and EINTR.
+std::string system_error(std::string_view what, const std::string& path, int error) {
+  return fmt::format("{} {}: {}", what, path, std::strerror(error));
+}
+
+// The payload's length, known before any of it is written so the header can go first.
+std::uint64_t payload_length(const snapshot& s) {
+  std::uint64_t n = 8 + 4 + 4;  // created_ms, P, Q
+  for (const auto& o : s.offsets) n += 8 + o.topic.size() + 4 + 8;
+  for (const auto& [name, state] : s.pipelines) n += 8 + name.size() + 8 + state.size();
+  return n;
+}
+
+// Hands the file's bytes to `put(std::string_view)` in order, in pieces: the header, the
+// payload and the checksum (see snapshot.h). Returns the number of bytes.
+template <class Put>
+std::uint64_t emit(const snapshot& s, Put&& put) {
+  const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(XXH3_createState(),
+                                                                      &XXH3_freeState);
+  if (!hash) throw std::bad_alloc();
+  XXH3_64bits_reset(hash.get());
+  std::uint64_t total = 0;
+  const auto out = [&](std::string_view piece) {
+    XXH3_64bits_update(hash.get(), piece.data(), piece.size());
+    put(piece);
+    total += piece.size();
+  };
+  std::string small(kMagic, sizeof kMagic);
+  binary_writer w(small);
+  const auto flush = [&] {
+    out(small);
+    small.clear();
+  };
+  w.u32(kFormatVersion);
+  w.u64(payload_length(s));
+  w.i64(s.created_ms);
+  w.u32(static_cast<std::uint32_t>(s.offsets.size()));
+  for (const auto& o : s.offsets) {
+    w.bytes(o.topic);
+    w.i32(o.partition);
+    w.i64(o.next_offset);
+    if (small.size() >= kSmallFields) flush();
+  }
+  w.u32(static_cast<std::uint32_t>(s.pipelines.size()));
+  for (const auto& [name, state] : s.pipelines) {
+    w.bytes(name);
+    w.u64(state.size());
+    flush();
+    out(state);
+  }
+  flush();
+  const std::uint64_t checksum = XXH3_64bits_digest(hash.get());
+  w.u64(checksum);
+  put(small);  // the checksum is not part of what it covers
+  return total + small.size();
+}
+
+// Writes all of `data` to `fd`, retrying short writes and EINTR. False with errno set on
+// an error.
 bool write_all(int fd, std::string_view data) {
   while (!data.empty()) {
     const ssize_t n = ::write(fd, data.data(), data.size());
@@ -41,136 +101,221 @@ bool write_all(int fd, std::string_view data) {
   return true;
 }
 
+// A file descriptor, closed on destruction.
+class unique_fd {
+ public:
+  explicit unique_fd(int fd) noexcept : fd_(fd) {}
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+  ~unique_fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  [[nodiscard]] int get() const noexcept { return fd_; }
+  // Closes now; false with errno set when close reports an error (NFS reports write
+  // errors there).
+  [[nodiscard]] bool close() noexcept {
+    const int fd = fd_;
+    fd_ = -1;
+    return ::close(fd) == 0;
+  }
+
+ private:
+  int fd_;
+};
+
+// Reads a file of `size` bytes from `get(char* to, std::size_t n)`, which fills `to` with
+// the next n bytes and returns how many it could (fewer only at the end). The header is
+// checked first; the payload is then read field by field straight into the snapshot (every
+// length checked against what the header announced, itself checked against the size, so a
+// corrupt length cannot make it allocate more than the file holds) while the checksum is
+// computed, and compared at the end.
+template <class Get>
+snapshot parse(Get&& get, std::uint64_t size, const std::string& name) {
+  const auto fail = [&name](std::string_view why) {
+    throw snapshot_error(fmt::format("{}: {}", name, why));
+  };
+  char header[kHeaderSize];
+  if (size < kHeaderSize + kTrailerSize || get(header, kHeaderSize) != kHeaderSize ||
+      std::memcmp(header, kMagic, sizeof kMagic) != 0) {
+    fail("not a sketchd snapshot (bad magic or too short)");
+  }
+  std::uint32_t version = 0;
+  std::uint64_t length = 0;
+  std::memcpy(&version, header + 8, sizeof version);
+  std::memcpy(&length, header + 12, sizeof length);
+  if (version != kFormatVersion) {
+    fail(fmt::format("format version {}, this sketchd reads version {}", version, kFormatVersion));
+  }
+  if (length != size - kHeaderSize - kTrailerSize) {
+    fail(fmt::format("truncated or corrupt: the header announces {} bytes of data, the file has {}",
+                     length, size - kHeaderSize - kTrailerSize));
+  }
+  const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(XXH3_createState(),
+                                                                      &XXH3_freeState);
+  if (!hash) throw std::bad_alloc();
+  XXH3_64bits_reset(hash.get());
+  XXH3_64bits_update(hash.get(), header, kHeaderSize);
+
+  std::uint64_t left = length;  // of the payload
+  const auto take = [&](char* to, std::uint64_t n) {
+    if (n > left) fail("corrupt: a field is longer than the data left");
+    if (get(to, static_cast<std::size_t>(n)) != n) fail("truncated while reading");
+    XXH3_64bits_update(hash.get(), to, static_cast<std::size_t>(n));
+    left -= n;
+  };
+  const auto pod = [&]<class T>(T tag) {
+    T v = tag;
+    take(reinterpret_cast<char*>(&v), sizeof v);
+    return v;
+  };
+  const auto bytes = [&] {
+    const auto n = pod(std::uint64_t{});
+    if (n > left) fail("corrupt: a field is longer than the data left");
+    std::string out(static_cast<std::size_t>(n), '\0');
+    take(out.data(), n);
+    return out;
+  };
+  snapshot s;
+  s.created_ms = pod(std::int64_t{});
+  const auto offsets = pod(std::uint32_t{});
+  for (std::uint32_t i = 0; i < offsets; ++i) {
+    partition_offset o;
+    o.topic = bytes();
+    o.partition = pod(std::int32_t{});
+    o.next_offset = pod(std::int64_t{});
+    if (o.partition < 0 || o.next_offset < 0) fail("corrupt: a negative partition or offset");
+    s.offsets.push_back(std::move(o));
+  }
+  const auto pipelines = pod(std::uint32_t{});
+  for (std::uint32_t i = 0; i < pipelines; ++i) {
+    std::string pipeline_name = bytes();
+    std::string state = bytes();
+    s.pipelines.emplace_back(std::move(pipeline_name), std::move(state));
+  }
+  if (left != 0) fail("corrupt: unexpected data after the end");
+  std::uint64_t checksum = 0;
+  if (get(reinterpret_cast<char*>(&checksum), sizeof checksum) != sizeof checksum)
+    fail("truncated while reading");
+  if (checksum != XXH3_64bits_digest(hash.get())) fail("corrupt: checksum mismatch");
+  return s;
+}
+
 }  // namespace
 
 std::string encode(const snapshot& s) {
-  std::string out(kMagic, sizeof kMagic);
-  binary_writer w(out);
-  w.u32(kFormatVersion);
-  w.u64(0);  // payload length, filled in below
-  w.i64(s.created_ms);
-  w.u32(static_cast<std::uint32_t>(s.offsets.size()));
-  for (const auto& o : s.offsets) {
-    w.bytes(o.topic);
-    w.i32(o.partition);
-    w.i64(o.next_offset);
-  }
-  w.u32(static_cast<std::uint32_t>(s.pipelines.size()));
-  for (const auto& [name, state] : s.pipelines) {
-    w.bytes(name);
-    w.bytes(state);
-  }
-  const std::uint64_t length = out.size() - kHeaderSize;
-  std::memcpy(out.data() + 12, &length, sizeof length);
-  w.u64(XXH3_64bits(out.data(), out.size()));
+  std::string out;
+  out.reserve(static_cast<std::size_t>(kHeaderSize + payload_length(s) + kTrailerSize));
+  (void)emit(s, [&](std::string_view piece) { out.append(piece); });
   return out;
 }
 
 snapshot decode(std::string_view file, const std::string& name) {
-  binary_reader header(file, name);
-  if (file.size() < kHeaderSize + kTrailerSize || std::memcmp(file.data(), kMagic, sizeof kMagic) != 0) {
-    header.fail("not a sketchd snapshot (bad magic or too short)");
-  }
-  (void)header.pod<std::uint64_t>();  // the magic
-  const std::uint32_t version = header.u32();
-  if (version != kFormatVersion) {
-    header.fail(fmt::format("format version {}, this sketchd reads version {}", version, kFormatVersion));
-  }
-  const std::uint64_t length = header.u64();
-  if (length != file.size() - kHeaderSize - kTrailerSize) {
-    header.fail(fmt::format("truncated or corrupt: the header announces {} bytes of data, the file has {}", length,
-                            file.size() - kHeaderSize - kTrailerSize));
-  }
-  std::uint64_t checksum = 0;
-  std::memcpy(&checksum, file.data() + kHeaderSize + length, sizeof checksum);
-  if (checksum != XXH3_64bits(file.data(), kHeaderSize + length)) header.fail("corrupt: checksum mismatch");
-
-  binary_reader r(file.substr(kHeaderSize, length), name);
-  snapshot s;
-  s.created_ms = r.i64();
-  const std::uint32_t offsets = r.u32();
-  for (std::uint32_t i = 0; i < offsets; ++i) {
-    partition_offset o;
-    o.topic = std::string(r.bytes());
-    o.partition = r.i32();
-    o.next_offset = r.i64();
-    if (o.partition < 0 || o.next_offset < 0) r.fail("corrupt: a negative partition or offset");
-    s.offsets.push_back(std::move(o));
-  }
-  const std::uint32_t pipelines = r.u32();
-  for (std::uint32_t i = 0; i < pipelines; ++i) {
-    std::string pipeline_name(r.bytes());
-    std::string state(r.bytes());
-    s.pipelines.emplace_back(std::move(pipeline_name), std::move(state));
-  }
-  r.done();
-  return s;
+  std::size_t pos = 0;
+  return parse(
+      [&](char* to, std::size_t n) {
+        n = std::min(n, file.size() - pos);
+        std::memcpy(to, file.data() + pos, n);
+        pos += n;
+        return n;
+      },
+      file.size(), name);
 }
 
-store::store(std::string dir) : dir_(std::move(dir)), path_((std::filesystem::path(dir_) / kFileName).string()) {
+store::store(std::string dir)
+    : dir_(std::move(dir)), path_((std::filesystem::path(dir_) / kFileName).string()) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
-  if (ec) throw snapshot_error(fmt::format("cannot create the state directory {}: {}", dir_, ec.message()));
+  if (ec)
+    throw snapshot_error(
+        fmt::format("cannot create the state directory {}: {}", dir_, ec.message()));
   if (!std::filesystem::is_directory(dir_, ec)) {
     throw snapshot_error(fmt::format("the state directory {} is not a directory", dir_));
   }
   if (::access(dir_.c_str(), W_OK | X_OK) != 0) {
-    throw snapshot_error(system_error("cannot write in the state directory", dir_));
+    throw snapshot_error(system_error("cannot write in the state directory", dir_, errno));
   }
 }
 
 store::write_result store::write(const snapshot& s) {
-  const std::string data = encode(s);
+  const auto start = std::chrono::steady_clock::now();
   const std::string tmp = path_ + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw snapshot_error(system_error("cannot create", tmp));
-  const bool written = write_all(fd, data) && ::fsync(fd) == 0;
-  const int saved = errno;
-  ::close(fd);
-  if (!written) {
-    errno = saved;
-    const std::string message = system_error("cannot write", tmp);
+  // On any error: the temporary file goes, the previous snapshot stays as it was.
+  const auto fail = [&](std::string_view what, const std::string& path, int error) {
+    const std::string message = system_error(what, path, error);
     ::unlink(tmp.c_str());
     throw snapshot_error(message);
+  };
+  std::uint64_t bytes = 0;
+  {
+    unique_fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (fd.get() < 0) throw snapshot_error(system_error("cannot create", tmp, errno));
+    bool ok = true;
+    int error = 0;
+    bytes = emit(s, [&](std::string_view piece) {
+      if (ok && !write_all(fd.get(), piece)) {
+        ok = false;
+        error = errno;
+      }
+    });
+    if (!ok) fail("cannot write", tmp, error);
+    if (::fsync(fd.get()) != 0) fail("cannot write (fsync)", tmp, errno);
+    if (!fd.close()) fail("cannot write (close)", tmp, errno);
   }
-  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
-    const std::string message = system_error("cannot rename the new snapshot to", path_);
-    ::unlink(tmp.c_str());
-    throw snapshot_error(message);
+  if (::rename(tmp.c_str(), path_.c_str()) != 0)
+    fail("cannot rename the new snapshot to", path_, errno);
+  // The rename is durable once the directory is. The new snapshot is in place by now, so
+  // a failure here is reported but nothing is removed. EINVAL: the file system does not
+  // sync directories (it has nothing to make durable).
+  const unique_fd dir(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.get() < 0 || (::fsync(dir.get()) != 0 && errno != EINVAL)) {
+    throw snapshot_error(
+        system_error("cannot make the rename durable (fsync of the directory)", dir_, errno));
   }
-  // The rename is durable once the directory is.
-  const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return {data.size()};
+  return {bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
 }
 
 std::optional<snapshot> store::read() const {
-  std::ifstream in(path_, std::ios::binary);
-  if (!in) {
-    if (errno == ENOENT || !std::filesystem::exists(path_)) return std::nullopt;
-    throw snapshot_error(system_error("cannot read", path_));
+  const unique_fd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    if (errno == ENOENT) return std::nullopt;
+    throw snapshot_error(system_error("cannot read", path_, errno));
   }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) throw snapshot_error(system_error("cannot read", path_));
-  return decode(buffer.str(), path_);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw snapshot_error(system_error("cannot read", path_, errno));
+  if (!S_ISREG(st.st_mode))
+    throw snapshot_error(fmt::format("cannot read {}: not a regular file", path_));
+  // Straight into the snapshot's strings: the file is never held whole beside them.
+  return parse(
+      [&](char* to, std::size_t n) {
+        std::size_t got = 0;
+        while (got < n) {
+          const ssize_t r = ::read(fd.get(), to + got, n - got);
+          if (r < 0 && errno == EINTR) continue;
+          if (r < 0) throw snapshot_error(system_error("cannot read", path_, errno));
+          if (r == 0) break;  // the file shrank meanwhile: parse() reports the truncation
+          got += static_cast<std::size_t>(r);
+        }
+        return got;
+      },
+      static_cast<std::uint64_t>(st.st_size), path_);
 }
 
 void store::set_aside(std::string_view why) {
-  if (!std::filesystem::exists(path_)) return;
+  std::error_code ec;
+  if (!std::filesystem::exists(path_, ec)) return;
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
   gmtime_r(&now, &tm);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
-  const std::string target = fmt::format("{}.discarded-{}", path_, stamp);
-  std::error_code ec;
+  // Never over an earlier discarded snapshot of the same second.
+  std::string target = fmt::format("{}.discarded-{}", path_, stamp);
+  for (int i = 1; std::filesystem::exists(target, ec); ++i) {
+    target = fmt::format("{}.discarded-{}-{}", path_, stamp, i);
+  }
   std::filesystem::rename(path_, target, ec);
   if (ec) throw snapshot_error(fmt::format("cannot set {} aside: {}", path_, ec.message()));
-  spdlog::warn("snapshot {} set aside as {}: {}", path_, target, why);
+  logger()->warn("snapshot {} set aside as {}: {}", path_, target, why);
 }
 
 }  // namespace sketchd::state

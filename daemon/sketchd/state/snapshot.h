@@ -17,8 +17,11 @@
 //
 // Writing goes to DIR/sketchd.snapshot.tmp, which is fsync'd, renamed over
 // DIR/sketchd.snapshot, and the directory fsync'd: a crash at any point leaves either the
-// previous snapshot or the new one, whole. Reading checks the magic, the version, the
-// length and the checksum before it looks at the payload.
+// previous snapshot or the new one, whole. Both directions stream: writing hands each
+// pipeline's state to the file as it is, reading puts it straight into the snapshot, so a
+// state is never held twice. Reading checks the magic, the version and the length against
+// the file's size first, then every field's length against what is left while computing
+// the checksum, which is compared at the end: any corruption is a snapshot_error.
 #pragma once
 
 #include <cstdint>
@@ -57,18 +60,22 @@ class store {
   explicit store(std::string dir);
 
   struct write_result {
-    std::uint64_t bytes = 0;
+    std::uint64_t bytes = 0;  // the file's size
+    double seconds = 0;       // encoding, writing, fsync and rename
   };
-  // Writes the snapshot atomically (see the file comment). Throws snapshot_error naming
-  // the file and the system's reason (ENOSPC…); the previous snapshot is then intact.
+  // Writes the snapshot atomically (see the file comment), streaming it: the pipelines'
+  // states are not copied. Throws snapshot_error naming the file and the system's reason
+  // ("No space left on device"…); the previous snapshot is then intact.
   write_result write(const snapshot& s);
 
-  // The snapshot, or nullopt when there is none. Throws snapshot_error when the file is
+  // The snapshot, or nullopt when there is none (a leftover .tmp of an interrupted write
+  // is not looked at). Throws snapshot_error naming the file and what is wrong when it is
   // corrupt, truncated, of another format or version, or unreadable.
   [[nodiscard]] std::optional<snapshot> read() const;
 
-  // Renames the snapshot to sketchd.snapshot.discarded-YYYYmmddTHHMMSSZ beside it (kept
-  // for inspection, no longer read); logs why. Does nothing when there is none.
+  // Renames the snapshot to sketchd.snapshot.discarded-YYYYmmddTHHMMSSZ (UTC; "-N" added
+  // if that name is taken) beside it, kept for inspection and no longer read; logs why on
+  // the "state" logger. Does nothing when there is none.
   void set_aside(std::string_view why);
 
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
@@ -78,7 +85,7 @@ class store {
   std::string path_;
 };
 
-// Encodes and decodes the file's bytes (exposed for tests).
+// The file's bytes, in memory (for tests and tools); `name` names the input in errors.
 [[nodiscard]] std::string encode(const snapshot& s);
 [[nodiscard]] snapshot decode(std::string_view file, const std::string& name);
 
