@@ -2,23 +2,38 @@
 # Installs every Debian package sketchd needs to build, test, benchmark and run its demo.
 # Idempotent: packages already present are left alone, and apt is not touched at all
 # when nothing is missing. Must run as root when something is missing.
+#
+#   scripts/install-deps.sh               everything (build, tests, benchmarks, demo)
+#   scripts/install-deps.sh --build-only  only what building sketch and sketchd needs
+#                                         (configure with -DSKETCHD_BUILD_TESTS=OFF
+#                                         -DSKETCHD_BUILD_BENCH=OFF; deploy/Dockerfile does)
 set -euo pipefail
 
-PACKAGES=(
+BUILD_PACKAGES=(
   # toolchain
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config
   # the sketch library and the `sketch` command
   libxxhash-dev libcli11-dev libfmt-dev libabsl-dev
-  # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev
   # the daemon
   librdkafka-dev libyaml-cpp-dev libspdlog-dev libsimdjson-dev libcpp-httplib-dev
+)
+
+TEST_PACKAGES=(
+  git
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
   # integration tests: a real Kafka client, HTTP client, Prometheus server and promtool,
   # and the compose-file validator
   kcat curl prometheus docker-compose python3
   # benchmarks against the classic shell baselines
   gawk coreutils time wamerican
 )
+
+case "${1:-}" in
+  "") PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  --build-only) PACKAGES=("${BUILD_PACKAGES[@]}") ;;
+  *) echo "usage: $0 [--build-only]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do

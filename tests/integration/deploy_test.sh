@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The deployment files are valid for the tools that read them, with no Docker engine:
+#   - promtool check config  deploy/prometheus/prometheus.yml (and the rules it loads)
+#   - promtool check rules   deploy/prometheus/rules/*.yml
+#   - promtool test rules    deploy/prometheus/tests/*.yml (each alert fires when it
+#                            should and stays silent when it should not)
+#   - docker-compose config  docker-compose.yml: valid, the expected services, every
+#                            bind-mounted file present, the Dockerfile present
+#   - sketchd check-config   config/compose.yaml, the configuration the compose file runs,
+#                            whose topics kafka-init creates and whose port Prometheus scrapes
+#
+# Usage: deploy_test.sh PATH/TO/sketchd
+set -euo pipefail
+
+sketchd=${1:?usage: $0 PATH/TO/sketchd}
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+
+for tool in promtool docker-compose; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "SKIP: $tool is not installed"
+    exit 77
+  fi
+done
+
+failures=0
+check() {  # check DESCRIPTION COMMAND…: runs it, prints its output on failure
+  local what=$1
+  shift
+  local out
+  if out=$("$@" 2>&1); then
+    echo "ok: $what"
+  else
+    echo "FAIL: $what" >&2
+    echo "$out" >&2
+    failures=$((failures + 1))
+  fi
+}
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+# --- Prometheus ---------------------------------------------------------------------
+check "promtool check config deploy/prometheus/prometheus.yml" \
+  promtool check config deploy/prometheus/prometheus.yml
+check "promtool check rules" promtool check rules deploy/prometheus/rules/*.yml
+# The test files name their rule files relative to themselves.
+for t in deploy/prometheus/tests/*.yml; do
+  check "promtool test rules $t" \
+    bash -c 'cd "$(dirname "$1")" && promtool test rules "$(basename "$1")"' _ "$t"
+done
+# Every alert of the rules has at least one unit test.
+for alert in $(sed -n 's/^ *- alert: *\([A-Za-z0-9]*\).*/\1/p' deploy/prometheus/rules/*.yml); do
+  grep -q "alertname: *$alert\b" deploy/prometheus/tests/*.yml || fail "alert $alert has no promtool test"
+done
+
+# --- docker-compose.yml -----------------------------------------------------------------
+# The engine-independent parts only: docker-compose reads, interpolates and validates the
+# file without contacting a Docker daemon.
+export GRAFANA_ADMIN_PASSWORD=test
+check "docker-compose config -q" docker-compose -f docker-compose.yml config -q
+if rendered=$(docker-compose -f docker-compose.yml config 2>&1); then
+  services=$(docker-compose -f docker-compose.yml config --services | sort | tr '\n' ' ')
+  [[ $services == "alertmanager grafana kafka kafka-init prometheus sketchd " ]] ||
+    fail "docker-compose services are '$services'"
+  # Bind mounts ("- /abs/host/path:/container/path[:ro]"): the host side must exist.
+  while read -r src; do
+    [[ -e $src ]] || fail "docker-compose.yml mounts $src, which does not exist"
+  done < <(sed -n 's/^ *- \(\/[^:]*\):\/.*/\1/p' <<<"$rendered")
+  [[ -f deploy/Dockerfile ]] || fail "deploy/Dockerfile is missing"
+  grep -q 'dockerfile: deploy/Dockerfile' <<<"$rendered" || fail "sketchd is not built from deploy/Dockerfile"
+fi
+# The image's runtime stage runs as a non-root user and ships the compose configuration.
+grep -q '^USER sketchd' deploy/Dockerfile || fail "deploy/Dockerfile does not drop root"
+grep -q '^FROM debian:bookworm' deploy/Dockerfile || fail "deploy/Dockerfile is not based on Debian bookworm"
+
+# --- config/compose.yaml ------------------------------------------------------------------
+check "sketchd check-config config/compose.yaml" \
+  env KAFKA_BROKERS=kafka:9092 "$sketchd" check-config config/compose.yaml
+# The topics the configuration reads and writes are those kafka-init creates.
+created=$(sed -n 's/.*for spec in \(.*\); do.*/\1/p' docker-compose.yml | tr ' ' '\n' | cut -d: -f1 | sort | tr '\n' ' ')
+used=$( { sed -n 's/^ *topics: *\[\(.*\)\].*/\1/p' config/compose.yaml | tr ',' '\n'
+          sed -n 's/^ *\(output_topic\|duplicates_topic\|alerts_topic\|topic\): *\([^ #]*\).*/\2/p' config/compose.yaml
+        } | tr -d ' ' | sort -u | tr '\n' ' ')
+[[ -n $created && $created == "$used" ]] ||
+  fail "kafka-init creates topics '$created' but config/compose.yaml uses '$used'"
+# Prometheus scrapes the port sketchd listens on, by its compose service name.
+port=$(sed -n 's/^ *listen: *"0\.0\.0\.0:\([0-9]*\)".*/\1/p' config/compose.yaml)
+grep -q "\"sketchd:$port\"" deploy/prometheus/prometheus.yml ||
+  fail "deploy/prometheus/prometheus.yml does not scrape sketchd:$port"
+
+if ((failures > 0)); then
+  echo "$failures check(s) failed" >&2
+  exit 1
+fi
+echo "PASS"
