@@ -41,7 +41,7 @@ sketchd::kafka::handle_ptr make_consumer(const options& o) {
   conf.set("partition.assignment.strategy", "cooperative-sticky");
   conf.set("statistics.interval.ms", "5000");
   conf.set("fetch.wait.max.ms", "100");
-  conf.set("queued.min.messages", "100000");
+  conf.set("queued.min.messages", "1000000");
   conf.set("auto.offset.reset", "earliest");
   conf.set("session.timeout.ms", "6000");
   conf.set("bootstrap.servers", o.brokers);

@@ -22,7 +22,7 @@
 # first-seen ones (here about a third), so the ratio is of input rates for the same job
 # of reading every message and forwarding what must be forwarded.
 #
-# Usage: bench/kafka_throughput.sh BUILD_DIR   (N=1000000 REPEAT=3 by default)
+# Usage: bench/kafka_throughput.sh BUILD_DIR   (N=600000 REPEAT=3 by default)
 set -euo pipefail
 
 build=${1:?usage: $0 BUILD_DIR}
@@ -32,7 +32,7 @@ for exe in "$sketchd" "$bare"; do
   [[ -x $exe ]] || { echo "$0: $exe not found: build with -DSKETCHD_BUILD_BENCH=ON" >&2; exit 1; }
 done
 command -v kcat >/dev/null || { echo "$0: kcat is not installed" >&2; exit 1; }
-n=${N:-1000000}
+n=${N:-600000}
 repeat=${REPEAT:-3}
 partitions=32
 

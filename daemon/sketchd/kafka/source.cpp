@@ -158,7 +158,13 @@ source::source(const source_options& options)
   conf.set("partition.assignment.strategy", "cooperative-sticky");
   conf.set("statistics.interval.ms", "5000");
   conf.set("fetch.wait.max.ms", "100");
-  conf.set("queued.min.messages", "100000");
+  // librdkafka before 2.1 (Debian 12 ships 2.0.2) stops fetching for a whole second
+  // (no fetch.queue.backoff.ms yet) whenever the consumer queue holds queued.min.messages
+  // messages — and with every partition forwarded to one queue, that count is the whole
+  // queue's. At the default of 100,000 a consumer catching up on a backlog faster than
+  // 100,000 messages per second idles most of every second. 1,000,000 keeps it fetching;
+  // the queue stays bounded by queued.max.messages.kbytes (64 MiB by default).
+  conf.set("queued.min.messages", "1000000");
   conf.set("auto.offset.reset", "earliest");
   for (const auto& [k, v] : consumer_properties(options_.properties)) conf.set(k, v);
   // ...except what at-least-once delivery depends on.
