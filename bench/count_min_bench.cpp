@@ -14,6 +14,10 @@
 //
 // count_min_update_only times the update alone; count_min_update_only_w64 does the same with
 // w = 64, all counters in L1 (a control: useless estimates, the update's cost without misses).
+// rolling_count_min+top_k is the daemon's structure with the same sketch shape: a window of
+// 10 slices (each update writes its slice and the window's sum) and the same top-k, time
+// advancing 1 ms per 1,000 items, so the window slides every 1,000,000 items (the rotations,
+// each a subtraction of one slice and a refresh of the tracker, are timed too).
 //
 // Counters: items_per_second; bytes of the structures (sketch counters + tracker buffers; for
 // the map capacity() · (sizeof(slot) + 1)); recall, the share of the exact top-20 of the whole
@@ -34,6 +38,7 @@
 
 #include "sketch/count_min.h"
 #include "sketch/hash.h"
+#include "sketch/rolling_count_min.h"
 #include "sketch/top_k.h"
 
 namespace {
@@ -130,7 +135,7 @@ void count_min_top_k(benchmark::State& state, bool conservative, bool with_top_k
   top_k_tracker tracker(kTopK, kPhi);
   const auto process = [&](const stream_item& item) {
     const std::uint64_t estimate = cms.update(item.hash);
-    if (with_top_k) tracker.offer(item.hash, s.name(item.rank), estimate, cms.total());
+    if (with_top_k) tracker.offer_growing(item.hash, s.name(item.rank), estimate, cms.total());
   };
   for (std::size_t i = 0; i < kHalf; ++i) process(s.items[i]);
 
@@ -155,6 +160,37 @@ void count_min_top_k(benchmark::State& state, bool conservative, bool with_top_k
     for (const auto& e : top) reported.push_back(e.item);
     state.counters["recall"] = recall(s, reported);
   }
+}
+
+void rolling_count_min_top_k(benchmark::State& state) {
+  const zipf_stream& s = stream_of(static_cast<std::uint32_t>(state.range(0)));
+  sketch::rolling_count_min_options options;
+  options.window_ms = 10'000;
+  options.buckets = 10;
+  options.epsilon = kEpsilon;
+  options.delta = 0.007;  // d = ⌈ln(1/0.007)⌉ = 5 = kDepth
+  options.top_k = kTopK;
+  options.threshold = kPhi;
+  sketch::rolling_count_min window(options);
+  std::int64_t tick = 0;
+  const auto process = [&](const stream_item& item) {
+    window.update(item.hash, s.name(item.rank), tick++ / 1000);
+  };
+  for (std::size_t i = 0; i < kHalf; ++i) process(s.items[i]);
+
+  std::size_t pos = kHalf;
+  std::vector<top_k_tracker::entry> top;
+  for (auto _ : state) {
+    process(s.items[pos]);
+    if (++pos == s.items.size()) {
+      window.refresh();
+      top = window.top();
+      pos = kHalf;
+    }
+  }
+  benchmark::DoNotOptimize(top.data());
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+  state.counters["bytes"] = static_cast<double>(window.size_bytes());
 }
 
 // The exact baseline: a count per 64-bit hash, and the item bytes kept beside it (a rank here,
@@ -224,6 +260,9 @@ void register_benchmarks() {
                                    count_min_top_k(st, /*conservative=*/false, /*with_top_k=*/false,
                                                    kNarrowWidth);
                                  })
+        ->Arg(universe)
+        ->Iterations(iterations);
+    benchmark::RegisterBenchmark("HeavyHitters/rolling_count_min+top_k", rolling_count_min_top_k)
         ->Arg(universe)
         ->Iterations(iterations);
     benchmark::RegisterBenchmark("HeavyHitters/exact_map", exact_map)

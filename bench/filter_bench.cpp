@@ -22,7 +22,12 @@
 //   blocked/all_new, blocked/all_duplicates: the in-cache class with 0% or 100% duplicates,
 //     which shows what the unpredictable "already present?" answer costs;
 //   floor_one_line: not a dedup structure, the cost of touching one random cache line per
-//     item in an array of the blocked filter's size (see one_line_floor).
+//     item in an array of the blocked filter's size (see one_line_floor);
+//   blocked_batch, exact_set_batch: the same stream handed over in batches of kBatch hashes,
+//     to blocked_bloom_filter::test_and_insert(span, span) (which prefetches the block of
+//     item i + 32 while it processes item i), and to the set with the same look-ahead through
+//     absl's prefetch(key). Still one iteration per item: the batch is processed by the
+//     first iteration of its kBatch, so the time per iteration is the time per item.
 //
 // Counters: items_per_second; bytes of the structure (for the set capacity() · (sizeof(slot)
 // + 1), its slots and control bytes); bits_per_item, bytes · 8 / the distinct items held at
@@ -43,6 +48,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -60,6 +66,8 @@ using sketch::hash128;
 constexpr double kFpr = 0.01;
 constexpr std::uint64_t kStreamSeed = 20240601;
 constexpr std::size_t kItemBytes = 16;  // the short strings of the /strings variants
+constexpr std::size_t kBatch = 1024;    // items per batch of the /*_batch variants
+constexpr std::size_t kSetPrefetchDistance = blocked_bloom_filter::kPrefetchDistance;
 
 // The hash of item `id`, as the daemon would compute it once per item.
 hash128 hash_of_id(std::uint64_t id) {
@@ -182,6 +190,9 @@ struct blocked_dedup {
   [[nodiscard]] double bits_per_item(std::uint64_t held) const {
     return bytes() * 8 / static_cast<double>(held);
   }
+  void test_and_insert_batch(std::span<const hash128> hashes, std::span<bool> present) noexcept {
+    filter.test_and_insert(hashes, present);
+  }
   blocked_bloom_filter filter;
 };
 
@@ -203,6 +214,15 @@ struct exact_dedup {
   }
   [[nodiscard]] double bits_per_item(std::uint64_t held) const {
     return bytes() * 8 / static_cast<double>(held);
+  }
+  // The batch loop of blocked_bloom_filter, with absl's prefetch(key) as the look-ahead.
+  void test_and_insert_batch(std::span<const hash128> hashes, std::span<bool> present) {
+    const std::size_t n = hashes.size();
+    for (std::size_t i = 0; i < std::min(n, kSetPrefetchDistance); ++i) set.prefetch(hashes[i].low);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i + kSetPrefetchDistance < n) set.prefetch(hashes[i + kSetPrefetchDistance].low);
+      present[i] = test_and_insert(hashes[i]);
+    }
   }
   absl::flat_hash_set<std::uint64_t> set;
   std::uint64_t reserved;
@@ -234,7 +254,8 @@ struct one_line_floor {
     return bytes() * 8 / static_cast<double>(held);
   }
   std::uint64_t blocks;
-  std::vector<std::uint32_t> words;
+  // The filter's allocator: the same alignment and huge-page advice as the filter's array.
+  std::vector<std::uint32_t, sketch::detail::bit_array_allocator<std::uint32_t>> words;
 };
 
 // Inserts the pre-filled items [0, prefill), untimed.
@@ -249,6 +270,20 @@ void prefill(Structure& s, std::uint64_t count, bool strings) {
       static_cast<void>(s.test_and_insert(hash_of_id(id)));
     }
   }
+}
+
+// The counters of a dedup run: items per second, memory, bits per distinct item and the
+// measured FPR (items reported present that were new, over the new items).
+template <class Structure>
+void report_dedup(benchmark::State& state, const Structure& s, std::uint64_t distinct,
+                  std::uint64_t present, std::uint64_t duplicates, std::uint64_t processed) {
+  const std::uint64_t new_items = processed - duplicates;
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+  state.counters["bytes"] = s.bytes();
+  state.counters["bits_per_item"] = s.bits_per_item(distinct);
+  state.counters["fpr"] =
+      new_items == 0 ? 0.0
+                     : static_cast<double>(present - duplicates) / static_cast<double>(new_items);
 }
 
 // The timed loop: one test_and_insert per iteration, walking the stream; at its end (all its
@@ -279,13 +314,48 @@ void run_dedup(benchmark::State& state, Structure& s, const Stream& stream, std:
     present += s.test_and_insert(stream[pos++]) ? 1 : 0;
   }
   tally(pos);
-  const std::uint64_t new_items = processed - duplicates;
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
-  state.counters["bytes"] = s.bytes();
-  state.counters["bits_per_item"] = s.bits_per_item(ids.distinct);
-  state.counters["fpr"] =
-      new_items == 0 ? 0.0
-                     : static_cast<double>(present - duplicates) / static_cast<double>(new_items);
+  report_dedup(state, s, ids.distinct, present, duplicates, processed);
+}
+
+// run_dedup with the stream handed over in batches of kBatch: each batch is processed by the
+// first iteration of its kBatch iterations, so the time per iteration stays the time per item
+// (a run that stops inside a batch is charged for at most kBatch − 1 items it did not count).
+template <class Structure>
+void run_dedup_batch(benchmark::State& state, Structure& s, const hash_stream& stream,
+                     std::uint64_t prefilled) {
+  const id_stream& ids = *stream.ids;
+  prefill(s, prefilled, false);
+  const std::unique_ptr<bool[]> answers(new bool[kBatch]);
+  std::size_t pos = 0;
+  std::size_t left = 0;  // items of the current batch not yet counted by an iteration
+  std::uint64_t present = 0;
+  std::uint64_t duplicates = 0;
+  std::uint64_t processed = 0;
+  const auto tally = [&](std::size_t end) {
+    for (std::size_t i = 0; i < end; ++i) duplicates += ids.is_duplicate[i];
+    processed += end;
+  };
+  for (auto _ : state) {
+    if (left == 0) {
+      if (pos == stream.size()) {
+        state.PauseTiming();
+        tally(pos);
+        s.clear();
+        prefill(s, prefilled, false);
+        pos = 0;
+        state.ResumeTiming();
+      }
+      const std::size_t n = std::min(kBatch, stream.size() - pos);
+      s.test_and_insert_batch(std::span<const hash128>(stream.items.data() + pos, n),
+                              std::span<bool>(answers.get(), n));
+      for (std::size_t i = 0; i < n; ++i) present += answers[i] ? 1 : 0;
+      pos += n;
+      left = n;
+    }
+    --left;
+  }
+  tally(pos);
+  report_dedup(state, s, ids.distinct, present, duplicates, processed);
 }
 
 // ---- registration ------------------------------------------------------------------------
@@ -295,6 +365,13 @@ void dedup_on_hashes(benchmark::State& state, const workload_spec& spec, Make ma
   const hash_stream& stream = hashes_of(spec);
   auto s = make(stream.ids->distinct);
   run_dedup(state, s, stream, spec.prefill, false);
+}
+
+template <class Make>
+void dedup_batch_on_hashes(benchmark::State& state, const workload_spec& spec, Make make) {
+  const hash_stream& stream = hashes_of(spec);
+  auto s = make(stream.ids->distinct);
+  run_dedup_batch(state, s, stream, spec.prefill);
 }
 
 template <class Make>
@@ -331,8 +408,14 @@ void register_benchmarks() {
   benchmark::RegisterBenchmark("Dedup/in_cache/blocked_scalar", [](benchmark::State& st) {
     dedup_on_hashes(st, kInCache, kBlockedScalar);
   });
+  benchmark::RegisterBenchmark("Dedup/in_cache/blocked_batch", [](benchmark::State& st) {
+    dedup_batch_on_hashes(st, kInCache, kBlocked);
+  });
   benchmark::RegisterBenchmark("Dedup/in_cache/exact_set",
                                [](benchmark::State& st) { dedup_on_hashes(st, kInCache, kExact); });
+  benchmark::RegisterBenchmark("Dedup/in_cache/exact_set_batch", [](benchmark::State& st) {
+    dedup_batch_on_hashes(st, kInCache, kExact);
+  });
   benchmark::RegisterBenchmark("Dedup/in_cache/floor_one_line",
                                [](benchmark::State& st) { dedup_on_hashes(st, kInCache, kFloor); });
   benchmark::RegisterBenchmark("Dedup/in_cache/strings/classic",
@@ -350,8 +433,14 @@ void register_benchmarks() {
   benchmark::RegisterBenchmark("Dedup/out_of_cache/blocked", [](benchmark::State& st) {
     dedup_on_hashes(st, kOutOfCache, kBlocked);
   })->Iterations(iterations);
+  benchmark::RegisterBenchmark("Dedup/out_of_cache/blocked_batch", [](benchmark::State& st) {
+    dedup_batch_on_hashes(st, kOutOfCache, kBlocked);
+  })->Iterations(iterations);
   benchmark::RegisterBenchmark("Dedup/out_of_cache/exact_set", [](benchmark::State& st) {
     dedup_on_hashes(st, kOutOfCache, kExact);
+  })->Iterations(iterations);
+  benchmark::RegisterBenchmark("Dedup/out_of_cache/exact_set_batch", [](benchmark::State& st) {
+    dedup_batch_on_hashes(st, kOutOfCache, kExact);
   })->Iterations(iterations);
   benchmark::RegisterBenchmark("Dedup/out_of_cache/floor_one_line", [](benchmark::State& st) {
     dedup_on_hashes(st, kOutOfCache, kFloor);

@@ -6,18 +6,14 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <new>
 #include <stdexcept>
 
-#include "sketch/serialize.h"
-
-// The AVX2 path exists on x86 only; defining SKETCH_NO_AVX2 leaves it out (to build and
-// test the portable fallback on x86).
-#if (defined(__x86_64__) || defined(__i386__)) && !defined(SKETCH_NO_AVX2)
-#include <immintrin.h>
-#define SKETCH_BLOCKED_BLOOM_AVX2 1
-#else
-#define SKETCH_BLOCKED_BLOOM_AVX2 0
+#if defined(__linux__)
+#include <sys/mman.h>
 #endif
+
+#include "sketch/serialize.h"
 
 namespace sketch {
 namespace {
@@ -25,10 +21,8 @@ namespace {
 constexpr std::uint64_t kMaxBlocks =
     blocked_bloom_filter::kMaxBits / blocked_bloom_filter::kBlockBits;
 
-// The salts of the Parquet split-block filter: word i of a block gets bit
-// (key · kSalt[i]) >> 27, the top 5 bits of a 32-bit multiplicative hash of the key.
-constexpr std::uint32_t kSalt[8] = {0x47b6137bU, 0x44974d91U, 0x8824ad5bU, 0xa2b7289dU,
-                                    0x705495c7U, 0x2df1424bU, 0x9efc4947U, 0x5c6bfb31U};
+// The Parquet salts (see detail::kBlockedBloomSalt in the header).
+constexpr const std::uint32_t (&kSalt)[8] = detail::kBlockedBloomSalt;
 
 std::uint64_t checked_blocks(std::uint64_t bits) {
   if (bits < 1 || bits > blocked_bloom_filter::kMaxBits) {
@@ -48,13 +42,7 @@ constexpr std::uint32_t bit_of(std::uint32_t key, int i) noexcept {
 // Returns the number of bits it newly set (0..8): each word gets exactly one bit, so that is
 // the number of words where it was clear.
 std::uint32_t insert_scalar(std::uint32_t* block, std::uint32_t key) noexcept {
-  std::uint32_t added = 0;
-  for (int i = 0; i < 8; ++i) {
-    const std::uint32_t bit = bit_of(key, i);
-    added += (block[i] & bit) == 0 ? 1 : 0;
-    block[i] |= bit;
-  }
-  return added;
+  return detail::blocked_bloom_test_and_insert_scalar(block, key);
 }
 
 // Stops at the first clear bit: most queries of absent items end after one or two words.
@@ -102,18 +90,6 @@ __attribute__((target("avx2"))) bool contains_avx2(const std::uint32_t* block,
   return _mm256_testc_si256(bits, mask_avx2(key)) != 0;  // (~bits & mask) == 0
 }
 
-// Returns the number of bits newly set; 0 means the item was present.
-__attribute__((target("avx2"))) std::uint32_t test_and_insert_avx2(std::uint32_t* block,
-                                                                   std::uint32_t key) noexcept {
-  auto* p = reinterpret_cast<__m256i*>(block);
-  const __m256i old = _mm256_load_si256(p);
-  const __m256i mask = mask_avx2(key);
-  const __m256i missing = _mm256_andnot_si256(old, mask);
-  if (_mm256_testz_si256(missing, missing) != 0) return 0;
-  _mm256_store_si256(p, _mm256_or_si256(old, mask));
-  return nonzero_lanes(missing);
-}
-
 bool cpu_has_avx2() noexcept {
   static const bool has = [] {
     __builtin_cpu_init();
@@ -131,10 +107,67 @@ std::uint32_t insert_avx2(std::uint32_t* block, std::uint32_t key) noexcept {
 bool contains_avx2(const std::uint32_t* block, std::uint32_t key) noexcept {
   return contains_scalar(block, key);
 }
-std::uint32_t test_and_insert_avx2(std::uint32_t* block, std::uint32_t key) noexcept {
-  return contains_scalar(block, key) ? 0 : insert_scalar(block, key);
+
+#endif
+
+// ---- batches -----------------------------------------------------------------------------
+
+// The loop of blocked_bloom_filter::test_and_insert(span, span), for one path. Returns the
+// number of bits it set. Always inlined into the two entry points below, so that the AVX2 one
+// is compiled for AVX2 as a whole and inlines its per-item body (no call per item).
+template <bool kAvx2>
+[[gnu::always_inline]] inline std::uint64_t test_and_insert_loop(std::uint32_t* words,
+                                                                 std::uint64_t blocks,
+                                                                 const hash128* hashes,
+                                                                 bool* present,
+                                                                 std::size_t n) noexcept {
+  constexpr std::size_t kAhead = blocked_bloom_filter::kPrefetchDistance;
+  constexpr std::uint64_t kWords = blocked_bloom_filter::kWordsPerBlock;
+  const std::size_t warm = std::min(n, kAhead);
+  for (std::size_t i = 0; i < warm; ++i) {
+    __builtin_prefetch(words + reduce(hashes[i].high, blocks) * kWords, 1, 3);
+  }
+  std::uint64_t added = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) {
+      __builtin_prefetch(words + reduce(hashes[i + kAhead].high, blocks) * kWords, 1, 3);
+    }
+    std::uint32_t* block = words + reduce(hashes[i].high, blocks) * kWords;
+    const auto key = static_cast<std::uint32_t>(hashes[i].low);
+    std::uint32_t gained;
+#if SKETCH_BLOCKED_BLOOM_AVX2
+    if constexpr (kAvx2) {
+      gained = detail::blocked_bloom_test_and_insert_avx2(block, key);
+    } else {
+      gained = detail::blocked_bloom_test_and_insert_scalar(block, key);
+    }
+#else
+    gained = detail::blocked_bloom_test_and_insert_scalar(block, key);
+#endif
+    present[i] = gained == 0;
+    added += gained;
+  }
+  return added;
 }
 
+std::uint64_t test_and_insert_batch_scalar(std::uint32_t* words, std::uint64_t blocks,
+                                           const hash128* hashes, bool* present,
+                                           std::size_t n) noexcept {
+  return test_and_insert_loop<false>(words, blocks, hashes, present, n);
+}
+
+#if SKETCH_BLOCKED_BLOOM_AVX2
+__attribute__((target("avx2"), flatten)) std::uint64_t test_and_insert_batch_avx2(
+    std::uint32_t* words, std::uint64_t blocks, const hash128* hashes, bool* present,
+    std::size_t n) noexcept {
+  return test_and_insert_loop<true>(words, blocks, hashes, present, n);
+}
+#else
+std::uint64_t test_and_insert_batch_avx2(std::uint32_t* words, std::uint64_t blocks,
+                                         const hash128* hashes, bool* present,
+                                         std::size_t n) noexcept {
+  return test_and_insert_loop<false>(words, blocks, hashes, present, n);
+}
 #endif
 
 // ---- false-positive rate -----------------------------------------------------------------
@@ -240,6 +273,15 @@ blocked_bloom_filter::blocked_bloom_filter(std::uint64_t bits, std::uint64_t see
   words_.assign(blocks_ * kWordsPerBlock, 0);
 }
 
+void blocked_bloom_filter::test_and_insert(std::span<const hash128> hashes,
+                                           std::span<bool> present) noexcept {
+  const std::size_t n = std::min(hashes.size(), present.size());
+  bits_set_ += avx2_ ? test_and_insert_batch_avx2(words_.data(), blocks_, hashes.data(),
+                                                  present.data(), n)
+                     : test_and_insert_batch_scalar(words_.data(), blocks_, hashes.data(),
+                                                    present.data(), n);
+}
+
 void blocked_bloom_filter::insert(hash128 h) noexcept {
   std::uint32_t* block = block_of(h);
   const auto key = static_cast<std::uint32_t>(h.low);
@@ -250,14 +292,6 @@ bool blocked_bloom_filter::contains(hash128 h) const noexcept {
   const std::uint32_t* block = block_of(h);
   const auto key = static_cast<std::uint32_t>(h.low);
   return avx2_ ? contains_avx2(block, key) : contains_scalar(block, key);
-}
-
-bool blocked_bloom_filter::test_and_insert(hash128 h) noexcept {
-  std::uint32_t* block = block_of(h);
-  const auto key = static_cast<std::uint32_t>(h.low);
-  const std::uint32_t added = avx2_ ? test_and_insert_avx2(block, key) : insert_scalar(block, key);
-  bits_set_ += added;
-  return added == 0;
 }
 
 double blocked_bloom_filter::fill_ratio() const noexcept {
@@ -378,4 +412,23 @@ bool operator==(const blocked_bloom_filter& a, const blocked_bloom_filter& b) no
   return a.compatible(b) && a.bits_set_ == b.bits_set_ && a.words_ == b.words_;
 }
 
+namespace detail {
+
+// Large arrays start on a huge-page boundary, so that the advice covers whole huge pages.
+void* allocate_bit_array(std::size_t bytes) {
+  const std::size_t align = bytes >= kHugePageBytes ? kHugePageBytes : 32;
+  void* p = ::operator new(bytes, std::align_val_t{align});
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  // Advice only: where transparent huge pages are disabled it fails, and 4 KiB pages serve.
+  if (align == kHugePageBytes) static_cast<void>(::madvise(p, bytes, MADV_HUGEPAGE));
+#endif
+  return p;
+}
+
+void free_bit_array(void* p, std::size_t bytes) noexcept {
+  const std::size_t align = bytes >= kHugePageBytes ? kHugePageBytes : 32;
+  ::operator delete(p, std::align_val_t{align});
+}
+
+}  // namespace detail
 }  // namespace sketch

@@ -16,7 +16,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <new>
 #include <span>
 #include <string>
 #include <string_view>
@@ -24,28 +23,85 @@
 
 #include "sketch/hash.h"
 
+// The AVX2 path exists on x86 only; defining SKETCH_NO_AVX2 leaves it out (to build and
+// test the portable fallback on x86).
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(SKETCH_NO_AVX2)
+#include <immintrin.h>
+#define SKETCH_BLOCKED_BLOOM_AVX2 1
+#else
+#define SKETCH_BLOCKED_BLOOM_AVX2 0
+#endif
+
 namespace sketch {
 namespace detail {
 
-// std::allocator with a fixed minimum alignment, for SIMD-aligned arrays in std::vector.
-template <class T, std::size_t Align>
-struct aligned_allocator {
-  using value_type = T;
-  template <class U>
-  struct rebind {
-    using other = aligned_allocator<U, Align>;
-  };
+// The salts of the Parquet split-block filter: word i of a block gets bit
+// (key · kBlockedBloomSalt[i]) >> 27, the top 5 bits of a 32-bit multiplicative hash of the key.
+inline constexpr std::uint32_t kBlockedBloomSalt[8] = {0x47b6137bU, 0x44974d91U, 0x8824ad5bU,
+                                                       0xa2b7289dU, 0x705495c7U, 0x2df1424bU,
+                                                       0x9efc4947U, 0x5c6bfb31U};
 
-  aligned_allocator() noexcept = default;
+// The hot path of blocked_bloom_filter::test_and_insert, defined here so that it inlines into
+// the caller. Both versions are branch-free: they always store old | mask (the line is loaded
+// anyway) and return the number of bits newly set (0..8; 0 means the item was present), so a
+// stream that mixes new items and duplicates costs no mispredicted branch.
+[[nodiscard]] inline std::uint32_t blocked_bloom_test_and_insert_scalar(std::uint32_t* block,
+                                                                        std::uint32_t key) noexcept {
+  std::uint32_t added = 0;
+  for (int i = 0; i < 8; ++i) {
+    const std::uint32_t bit = std::uint32_t{1} << ((key * kBlockedBloomSalt[i]) >> 27);
+    added += static_cast<std::uint32_t>((block[i] & bit) == 0);
+    block[i] |= bit;
+  }
+  return added;
+}
+
+#if SKETCH_BLOCKED_BLOOM_AVX2
+// Compiled for AVX2 by function attribute only and called only when the CPU has it (checked
+// once, in the constructor), so the binary still runs on any x86-64.
+[[nodiscard]] __attribute__((target("avx2"))) inline std::uint32_t
+blocked_bloom_test_and_insert_avx2(std::uint32_t* block, std::uint32_t key) noexcept {
+  const __m256i salts = _mm256_setr_epi32(
+      static_cast<int>(kBlockedBloomSalt[0]), static_cast<int>(kBlockedBloomSalt[1]),
+      static_cast<int>(kBlockedBloomSalt[2]), static_cast<int>(kBlockedBloomSalt[3]),
+      static_cast<int>(kBlockedBloomSalt[4]), static_cast<int>(kBlockedBloomSalt[5]),
+      static_cast<int>(kBlockedBloomSalt[6]), static_cast<int>(kBlockedBloomSalt[7]));
+  const __m256i product = _mm256_mullo_epi32(_mm256_set1_epi32(static_cast<int>(key)), salts);
+  const __m256i mask = _mm256_sllv_epi32(_mm256_set1_epi32(1), _mm256_srli_epi32(product, 27));
+  auto* p = reinterpret_cast<__m256i*>(block);
+  const __m256i old = _mm256_load_si256(p);
+  _mm256_store_si256(p, _mm256_or_si256(old, mask));
+  // Lanes where the mask's bit was clear; each lane of a mask has exactly one bit.
+  const __m256i missing = _mm256_andnot_si256(old, mask);
+  const __m256i zero_lanes = _mm256_cmpeq_epi32(missing, _mm256_setzero_si256());
+  const auto zero_bits = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(zero_lanes)));
+  return 8 - static_cast<std::uint32_t>(__builtin_popcount(zero_bits));
+}
+#endif
+
+// Memory for bit arrays, 32-byte aligned (one AVX2 block never straddles two cache lines).
+// Arrays of kHugePageBytes or more are aligned to kHugePageBytes and advised
+// MADV_HUGEPAGE (Linux), so that a random access misses the TLB far less often where
+// transparent huge pages are enabled in `madvise` or `always` mode. Throws std::bad_alloc.
+inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
+[[nodiscard]] void* allocate_bit_array(std::size_t bytes);
+void free_bit_array(void* p, std::size_t bytes) noexcept;
+
+// A std::allocator over allocate_bit_array, for the bit arrays of the filters.
+template <class T>
+struct bit_array_allocator {
+  using value_type = T;
+
+  bit_array_allocator() noexcept = default;
   template <class U>
-  explicit aligned_allocator(const aligned_allocator<U, Align>&) noexcept {}
+  explicit bit_array_allocator(const bit_array_allocator<U>&) noexcept {}
 
   [[nodiscard]] T* allocate(std::size_t n) {
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{Align}));
+    return static_cast<T*>(allocate_bit_array(n * sizeof(T)));
   }
-  void deallocate(T* p, std::size_t) noexcept { ::operator delete(p, std::align_val_t{Align}); }
+  void deallocate(T* p, std::size_t n) noexcept { free_bit_array(p, n * sizeof(T)); }
 
-  friend bool operator==(const aligned_allocator&, const aligned_allocator&) noexcept {
+  friend bool operator==(const bit_array_allocator&, const bit_array_allocator&) noexcept {
     return true;
   }
 };
@@ -129,10 +185,39 @@ class blocked_bloom_filter {
   // contains() then insert() in one pass over the block: true when the item was already
   // present (all 8 bits set before the call; then nothing changes), false when it is new
   // (first seen, up to the false-positive rate); it is inserted either way.
-  [[nodiscard]] bool test_and_insert(hash128 h) noexcept;
+  // Branch-free and inlined (see detail::blocked_bloom_test_and_insert_*): the block is
+  // always rewritten, with the same bits as insert().
+  [[nodiscard]] bool test_and_insert(hash128 h) noexcept {
+    std::uint32_t* block = block_of(h);
+    const auto key = static_cast<std::uint32_t>(h.low);
+#if SKETCH_BLOCKED_BLOOM_AVX2
+    const std::uint32_t added = avx2_ ? detail::blocked_bloom_test_and_insert_avx2(block, key)
+                                      : detail::blocked_bloom_test_and_insert_scalar(block, key);
+#else
+    const std::uint32_t added = detail::blocked_bloom_test_and_insert_scalar(block, key);
+#endif
+    bits_set_ += added;
+    return added == 0;
+  }
   [[nodiscard]] bool test_and_insert(std::string_view item) noexcept {
     return test_and_insert(hash_item(item, seed_));
   }
+
+  // Items processed ahead by the batch calls: while item i is processed, the block of item
+  // i + kPrefetchDistance is prefetched (the best of 8, 16 and 32 measured out of cache; see
+  // docs/PERFORMANCE.md).
+  static constexpr std::size_t kPrefetchDistance = 32;
+
+  // test_and_insert() of the first n = min(hashes.size(), present.size()) hashes, in order:
+  // present[i] = test_and_insert(hashes[i]), with the same bits and answers as n single
+  // calls. It prefetches kPrefetchDistance items ahead, so that the cache misses of a filter
+  // larger than the caches overlap, and runs the AVX2 path as one loop. No allocation.
+  void test_and_insert(std::span<const hash128> hashes, std::span<bool> present) noexcept;
+
+  // Asks the CPU to start loading the item's block (32 bytes, within one cache line), for
+  // writing, so that a following insert, contains or test_and_insert of h finds it in cache.
+  // A hint only: no effect on the filter, no allocation; call it some items ahead.
+  void prefetch(const hash128& h) const noexcept { __builtin_prefetch(block_of(h), 1, 3); }
 
   // Number of set bits, exact; maintained by every update (popcount of the new bits).
   [[nodiscard]] std::uint64_t bits_set() const noexcept { return bits_set_; }
@@ -215,7 +300,7 @@ class blocked_bloom_filter {
     return words_.data() + reduce(h.high, blocks_) * kWordsPerBlock;
   }
 
-  std::vector<std::uint32_t, detail::aligned_allocator<std::uint32_t, 32>> words_;
+  std::vector<std::uint32_t, detail::bit_array_allocator<std::uint32_t>> words_;
   std::uint64_t blocks_;
   std::uint64_t seed_;
   std::uint64_t bits_set_ = 0;

@@ -101,43 +101,77 @@ std::uint64_t count_min_sketch::estimate_at(const positions& at) const noexcept 
   return minimum == kSaturated ? total_ : minimum;
 }
 
-void count_min_sketch::add_at(const positions& at, std::uint32_t weight,
-                              count_min_sketch* mirror) noexcept {
+// One pass over the rows for the plain update (the new estimate is the minimum of the raised
+// counters); two for the conservative one (Estan & Varghese 2002: raise every counter to at
+// most raw minimum + weight, the smallest change that keeps the minimum ≥ the true count;
+// afterwards every counter is at least that target and the smallest equals it, so the new
+// estimate is the target).
+std::uint64_t count_min_sketch::update(hash128 h, std::uint32_t weight) noexcept {
   total_ += weight;
-  if (mirror != nullptr) mirror->total_ += weight;
-  if (conservative_) {
-    // Raise every counter to at most (raw minimum + weight): the smallest change that keeps
-    // the minimum ≥ the true count (Estan & Varghese 2002, "conservative update").
+  index_sequence columns(h, width_);
+  std::uint32_t* row = counters_.data();
+  if (!conservative_) {
     std::uint32_t minimum = kSaturated;
-    for (std::uint32_t r = 0; r < depth_; ++r) minimum = std::min(minimum, counters_[at[r]]);
-    const std::uint32_t target = saturating_add(minimum, weight);
-    for (std::uint32_t r = 0; r < depth_; ++r) {
-      std::uint32_t& counter = counters_[at[r]];
-      if (counter >= target) continue;
-      if (mirror != nullptr) {
-        std::uint32_t& m = mirror->counters_[at[r]];
-        m = saturating_add(m, target - counter);
-      }
-      counter = target;
+    for (std::uint32_t r = 0; r < depth_; ++r, row += width_) {
+      std::uint32_t& counter = row[columns.next()];
+      counter = saturating_add(counter, weight);
+      minimum = std::min(minimum, counter);
     }
-    return;
+    return minimum == kSaturated ? total_ : minimum;
   }
+  positions at;
+  std::uint32_t minimum = kSaturated;
+  for (std::uint32_t r = 0; r < depth_; ++r, row += width_) {
+    std::uint32_t* counter = row + columns.next();
+    at[r] = static_cast<std::size_t>(counter - counters_.data());
+    minimum = std::min(minimum, *counter);
+  }
+  const std::uint32_t target = saturating_add(minimum, weight);
   for (std::uint32_t r = 0; r < depth_; ++r) {
     std::uint32_t& counter = counters_[at[r]];
-    const std::uint32_t raised = saturating_add(counter, weight);
-    if (mirror != nullptr) {
-      std::uint32_t& m = mirror->counters_[at[r]];
-      m = saturating_add(m, raised - counter);
-    }
-    counter = raised;
+    counter = std::max(counter, target);
   }
+  return target == kSaturated ? total_ : target;
 }
 
-std::uint64_t count_min_sketch::update(hash128 h, std::uint32_t weight) noexcept {
+std::uint64_t count_min_sketch::update_mirrored(hash128 h, std::uint32_t weight,
+                                                 count_min_sketch& mirror) noexcept {
+  total_ += weight;
+  mirror.total_ += weight;
+  index_sequence columns(h, width_);
+  std::uint32_t* const own = counters_.data();
+  std::uint32_t* const sum = mirror.counters_.data();
+  std::uint32_t minimum = kSaturated;  // of the mirror's counters after the update
+  if (!conservative_) {
+    std::size_t row_start = 0;
+    for (std::uint32_t r = 0; r < depth_; ++r, row_start += width_) {
+      const std::size_t at = row_start + static_cast<std::size_t>(columns.next());
+      const std::uint32_t raised = saturating_add(own[at], weight);
+      sum[at] = saturating_add(sum[at], raised - own[at]);
+      own[at] = raised;
+      minimum = std::min(minimum, sum[at]);
+    }
+    return minimum == kSaturated ? mirror.total_ : minimum;
+  }
+  // Conservative: the same raise as update(); the mirror gets each counter's increment.
   positions at;
-  locate(h, at);
-  add_at(at, weight, nullptr);
-  return estimate_at(at);
+  std::uint32_t own_minimum = kSaturated;
+  std::size_t row_start = 0;
+  for (std::uint32_t r = 0; r < depth_; ++r, row_start += width_) {
+    at[r] = row_start + static_cast<std::size_t>(columns.next());
+    own_minimum = std::min(own_minimum, own[at[r]]);
+  }
+  const std::uint32_t target = saturating_add(own_minimum, weight);
+  for (std::uint32_t r = 0; r < depth_; ++r) {
+    std::uint32_t& counter = own[at[r]];
+    std::uint32_t& m = sum[at[r]];
+    if (counter < target) {
+      m = saturating_add(m, target - counter);
+      counter = target;
+    }
+    minimum = std::min(minimum, m);
+  }
+  return minimum == kSaturated ? mirror.total_ : minimum;
 }
 
 std::uint64_t count_min_sketch::estimate(hash128 h) const noexcept {

@@ -83,6 +83,17 @@ class count_min_sketch {
     return estimate(hash_item(item, seed_));
   }
 
+  // Asks the CPU to start loading, for writing, the d cache lines of the item's counters, so
+  // that a following update or estimate of h finds them in cache. A hint only: no effect on
+  // the sketch, no allocation; call it some items ahead.
+  void prefetch(const hash128& h) const noexcept {
+    index_sequence columns(h, width_);
+    const std::uint32_t* row = counters_.data();
+    for (std::uint32_t r = 0; r < depth_; ++r, row += width_) {
+      __builtin_prefetch(row + columns.next(), 1, 3);
+    }
+  }
+
   // N, the total weight added (exact, 64-bit).
   [[nodiscard]] std::uint64_t total() const noexcept { return total_; }
   // ε = e/w, the error per unit of N this width guarantees (Cormode & Muthukrishnan 2005).
@@ -138,11 +149,13 @@ class count_min_sketch {
   using positions = std::array<std::size_t, kMaxDepth>;
 
   void locate(hash128 h, positions& out) const noexcept;
-  // Adds `weight` at the item's positions (plain or conservative); when `mirror` is set, each
-  // counter's increment is added to the mirror's counter at the same position, so that the
-  // mirror stays the counter-wise sum of the sketches mirrored into it.
-  void add_at(const positions& at, std::uint32_t weight, count_min_sketch* mirror) noexcept;
   [[nodiscard]] std::uint64_t estimate_at(const positions& at) const noexcept;
+  // update(h, weight) (plain or conservative), and each counter's increment added to the
+  // mirror's counter at the same position, so that the mirror stays the counter-wise sum of
+  // the sketches mirrored into it; N of both grows by `weight`. Returns the mirror's new
+  // estimate of the item. One pass over the rows (two for conservative update).
+  std::uint64_t update_mirrored(hash128 h, std::uint32_t weight,
+                                count_min_sketch& mirror) noexcept;
   // Counter-wise saturating sum; the caller has checked compatibility.
   void add_counters(const count_min_sketch& other) noexcept;
   void require_compatible(const count_min_sketch& other, const char* operation) const;

@@ -131,6 +131,17 @@ bool rolling_bloom::test_and_insert(hash128 h, std::int64_t now_ms) noexcept {
   return false;
 }
 
+void rolling_bloom::test_and_insert(std::span<const hash128> hashes, std::int64_t now_ms,
+                                    std::span<bool> present) noexcept {
+  constexpr std::size_t kAhead = blocked_bloom_filter::kPrefetchDistance;
+  const std::size_t n = std::min(hashes.size(), present.size());
+  for (std::size_t i = 0; i < std::min(n, kAhead); ++i) prefetch(hashes[i]);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) prefetch(hashes[i + kAhead]);
+    present[i] = test_and_insert(hashes[i], now_ms);
+  }
+}
+
 bool rolling_bloom::contains(hash128 h) const noexcept {
   for (std::size_t g = 0; g < live_; ++g) {
     if (ring_[slot(g)].contains(h)) return true;

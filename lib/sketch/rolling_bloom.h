@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -89,12 +90,32 @@ class rolling_bloom {
     return test_and_insert(hash_item(item, options_.seed), now_ms);
   }
 
+  // test_and_insert(hashes[i], now_ms) for the first n = min(hashes.size(), present.size())
+  // hashes, in order, present[i] its answer: the same answers and state as n single calls.
+  // It prefetches the blocks of item i + blocked_bloom_filter::kPrefetchDistance in every
+  // live generation while it processes item i, so that cache misses overlap. No allocation.
+  void test_and_insert(std::span<const hash128> hashes, std::int64_t now_ms,
+                       std::span<bool> present) noexcept;
+
   // True when some generation holds the item: always for an item inserted within the
   // guaranteed horizon of the latest time passed; with probability at most target_fpr()
   // for any other.
   [[nodiscard]] bool contains(hash128 h) const noexcept;
   [[nodiscard]] bool contains(std::string_view item) const noexcept {
     return contains(hash_item(item, options_.seed));
+  }
+
+  // Asks the CPU to start loading the item's block in every live generation (at least
+  // generation 0): the blocks that test_and_insert(h, …) tests and the one it writes, one
+  // cache line each. A hint only: no effect on the state, no allocation; call it some items
+  // ahead, in a batch.
+  void prefetch(const hash128& h) const noexcept {
+    const std::size_t live = live_ > 0 ? live_ : 1;
+    std::size_t s = newest_;  // slot(g), without a division per generation
+    for (std::size_t g = 0; g < live; ++g) {
+      ring_[s].prefetch(h);
+      if (++s == ring_.size()) s = 0;
+    }
   }
 
   // Rotates out the generations whose slice ended at or before `now_ms`; call it once per

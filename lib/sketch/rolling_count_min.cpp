@@ -107,11 +107,8 @@ void rolling_count_min::advance(std::int64_t now_ms) noexcept {
 std::uint64_t rolling_count_min::update(hash128 h, std::string_view item, std::int64_t now_ms,
                                         std::uint32_t weight) noexcept {
   advance(now_ms);
-  count_min_sketch::positions at;
-  sum_.locate(h, at);
-  buckets_[current_].add_at(at, weight, &sum_);
-  const std::uint64_t estimate = sum_.estimate_at(at);
-  tracker_.offer(h, item, estimate, sum_.total());
+  const std::uint64_t estimate = buckets_[current_].update_mirrored(h, weight, sum_);
+  tracker_.offer_growing(h, item, estimate, sum_.total());  // advance() refreshed
   return estimate;
 }
 

@@ -6,6 +6,7 @@
 // is a sum of slices and sliding it is a subtraction); seed lecture 000.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -69,6 +70,21 @@ class rolling_count_min {
   std::uint64_t update(std::string_view item, std::int64_t now_ms,
                        std::uint32_t weight = 1) noexcept {
     return update(hash_item(item, options_.seed), item, now_ms, weight);
+  }
+
+  // Asks the CPU to start loading, for writing, every counter that update(h, …) will touch:
+  // the item's d counters in the current slice and in the sum (2·d cache lines; if that
+  // update rotates the window first, the slice it writes is another, just cleared). A hint
+  // only: no effect on the state, no allocation; call it some items ahead, in a batch.
+  void prefetch(const hash128& h) const noexcept {
+    const count_min_sketch& slice = buckets_[current_];
+    index_sequence columns(h, sum_.width_);
+    std::size_t row_start = 0;
+    for (std::uint32_t r = 0; r < sum_.depth_; ++r, row_start += sum_.width_) {
+      const std::size_t at = row_start + static_cast<std::size_t>(columns.next());
+      __builtin_prefetch(slice.counters_.data() + at, 1, 3);
+      __builtin_prefetch(sum_.counters_.data() + at, 1, 3);
+    }
   }
 
   // Rotates out the slices that ended before `now_ms`'s slice minus buckets − 1 and, if any

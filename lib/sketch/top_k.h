@@ -83,6 +83,18 @@ class top_k_tracker {
   // noticed by the next refresh(). An estimate of 0 is ignored. No allocation.
   void offer(hash128 h, std::string_view item, std::uint64_t estimate, std::uint64_t n) noexcept;
 
+  // offer() for callers whose estimate of an item never falls between refresh() calls (a
+  // Count-Min sketch, plain or conservative; rolling_count_min, which refreshes after every
+  // rotation). Under that condition it has exactly the effect of offer(), faster: when every
+  // slot is taken and `estimate` is below the smallest candidate's, the item cannot be a
+  // candidate (a candidate's estimate is at least that minimum and has not fallen) nor evict
+  // one, so it returns before the index lookup. No allocation.
+  void offer_growing(hash128 h, std::string_view item, std::uint64_t estimate,
+                     std::uint64_t n) noexcept {
+    if (size_ == capacity_ && size_ > 0 && estimate < slots_[heap_[0]].estimate) return;
+    offer(h, item, estimate, n);
+  }
+
   // Re-estimates every candidate with `estimate_of_hash(hash128) -> uint64` (after a window
   // slides, estimates can drop), restores the heap, records leave events for heavy candidates
   // now below (1 − kHysteresis)·φ·n and enter events for new ones, and forgets candidates whose estimate

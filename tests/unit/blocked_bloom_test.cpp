@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -102,6 +104,17 @@ TEST(BlockedBloom, StorageIs32ByteAligned) {
     const blocked_bloom_filter copy = f;
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(copy.words().data()) % 32, 0u);
   }
+}
+
+// Arrays of a huge page or more start on a huge-page boundary (so MADV_HUGEPAGE covers
+// whole huge pages), copies too.
+TEST(BlockedBloom, LargeStorageIsHugePageAligned) {
+  const blocked_bloom_filter f(std::uint64_t{8} * detail::kHugePageBytes);
+  ASSERT_EQ(f.size_bytes(), detail::kHugePageBytes);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(f.words().data()) % detail::kHugePageBytes, 0u);
+  const blocked_bloom_filter copy = f;
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(copy.words().data()) % detail::kHugePageBytes, 0u);
+  EXPECT_TRUE(copy == f);
 }
 
 // ---- membership -------------------------------------------------------------------------
@@ -276,6 +289,38 @@ TEST(BlockedBloom, Avx2AndScalarPathsAreBitIdentical) {
   for (std::uint64_t i = 0; i < 200000; ++i) {
     const hash128 h = key(i % 2 == 0 ? i : kAbsent + i);
     ASSERT_EQ(fast.contains(h), slow.contains(h)) << i;
+  }
+}
+
+// The batch call gives the answers and bits of the single calls, on both paths, for batches
+// shorter and longer than the prefetch distance, with duplicates inside a batch, and
+// processes only as many items as `present` has room for.
+TEST(BlockedBloom, BatchTestAndInsertEqualsSingleCalls) {
+  for (const simd_path path : {simd_path::automatic, simd_path::scalar}) {
+    blocked_bloom_filter single(1 << 16, kSeed, path);
+    blocked_bloom_filter batched(1 << 16, kSeed, path);
+    std::uint64_t next = 0;
+    for (const std::size_t length : {0, 1, 5, 16, 17, 100, 1000, 3000}) {
+      std::vector<hash128> hashes;
+      for (std::size_t i = 0; i < length; ++i) {
+        // Every third item repeats an earlier one, some from this very batch.
+        hashes.push_back(key(i % 3 == 0 && next > 0 ? next / 2 : next++));
+      }
+      std::unique_ptr<bool[]> present(new bool[length + 1]);
+      batched.test_and_insert(hashes, std::span<bool>(present.get(), length));
+      for (std::size_t i = 0; i < length; ++i) {
+        ASSERT_EQ(present[i], single.test_and_insert(hashes[i])) << length << " " << i;
+      }
+      ASSERT_TRUE(batched == single) << length;
+    }
+    // `present` shorter than `hashes`: the rest is left alone.
+    const std::vector<hash128> hashes = {key(kAbsent), key(kAbsent + 1), key(kAbsent + 2)};
+    bool two[2] = {true, true};
+    batched.test_and_insert(hashes, two);
+    EXPECT_FALSE(two[0]);
+    EXPECT_FALSE(two[1]);
+    EXPECT_TRUE(batched.contains(key(kAbsent + 1)));
+    EXPECT_FALSE(batched.contains(key(kAbsent + 2)));
   }
 }
 
@@ -454,6 +499,17 @@ TEST(BlockedBloom, SerializationRoundTripsEmptyAndFullFilters) {
     EXPECT_EQ(back.bits_set(), full.bits_set());
     for (std::uint64_t i = 0; i < 40000; ++i)
       ASSERT_EQ(back.contains(key(i)), full.contains(key(i)));
+  }
+}
+
+// prefetch() is a hint: it leaves an empty and a full filter byte for byte as they were.
+TEST(BlockedBloom, PrefetchChangesNothing) {
+  for (const std::uint64_t inserted : {std::uint64_t{0}, std::uint64_t{20000}}) {
+    blocked_bloom_filter f = blocked_bloom_filter::for_capacity(20000, 0.01, kSeed);
+    for (std::uint64_t i = 0; i < inserted; ++i) f.insert(key(i));
+    const std::string bytes = f.serialize();
+    for (std::uint64_t i = 0; i < 40000; ++i) f.prefetch(key(i));
+    EXPECT_EQ(f.serialize(), bytes);
   }
 }
 

@@ -11,35 +11,14 @@
 #include <vector>
 
 #include "sketch/serialize.h"
+#include "zipf_stream.h"
 
 namespace sketch {
 namespace {
 
 using ::testing::HasSubstr;
 
-// Ranks 0 … n−1 with P(r) ∝ (r + 1)^{−s}, by inverse-CDF sampling on a precomputed CDF. The
-// uniform variate is built from the top 53 bits of mt19937_64 so the stream is the same with
-// every standard library.
-class zipf_generator {
- public:
-  zipf_generator(std::size_t n, double s, std::uint64_t seed) : cdf_(n), rng_(seed) {
-    double total = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      total += std::pow(static_cast<double>(i + 1), -s);
-      cdf_[i] = total;
-    }
-    for (double& c : cdf_) c /= total;
-    cdf_.back() = 1.0;
-  }
-  std::size_t operator()() {
-    const double u = static_cast<double>(rng_() >> 11) * 0x1p-53;
-    return static_cast<std::size_t>(std::upper_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
-  }
-
- private:
-  std::vector<double> cdf_;
-  std::mt19937_64 rng_;
-};
+using test_util::zipf_generator;
 
 // A Zipf stream over `distinct` items with their hashes and exact counts.
 struct zipf_stream {
@@ -335,6 +314,18 @@ TEST(CountMin, SerializationRoundTripsEmptyAndFull) {
     ASSERT_EQ(back.estimate(z.hashes[r]), full.estimate(z.hashes[r]));
   }
   EXPECT_EQ(back.serialize(), bytes);
+}
+
+// prefetch() is a hint: it leaves an empty and a full sketch byte for byte as they were.
+TEST(CountMin, PrefetchChangesNothing) {
+  const zipf_stream z = make_stream(5'000, 50'000, 1.1, 7);
+  for (const bool full : {false, true}) {
+    count_min_sketch sketch = count_min_sketch::from_error(0.01, 0.01, kDefaultSeed, full);
+    if (full) feed(sketch, z, 0, z.ranks.size());
+    const std::string bytes = sketch.serialize();
+    for (const hash128& h : z.hashes) sketch.prefetch(h);
+    EXPECT_EQ(sketch.serialize(), bytes);
+  }
 }
 
 TEST(CountMin, CorruptOrTruncatedInputIsAFormatError) {

@@ -7,9 +7,12 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <memory>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "sketch/serialize.h"
 
@@ -394,6 +397,57 @@ TEST(RollingBloom, SerializationRoundTripPreservesAnswersAndRotationState) {
   }
   expect_same_state(r, back);
   EXPECT_EQ(r.serialize(), back.serialize());
+}
+
+// prefetch() is a hint: on a filter before its first time, and on one whose every
+// generation is live and filled by time and by bursts, it leaves the state byte for byte as
+// it was, and the answers that follow are those of an untouched copy.
+TEST(RollingBloom, PrefetchChangesNothing) {
+  rolling_bloom empty(options(3000, 300, 0.01));
+  const std::string empty_bytes = empty.serialize();
+  for (std::uint64_t i = 0; i < 100; ++i) empty.prefetch(key(i));
+  EXPECT_EQ(empty.serialize(), empty_bytes);
+  EXPECT_EQ(empty.live_generations(), 0u);
+
+  rolling_bloom r(options(3000, 300, 0.01));
+  std::uint64_t next = 0;
+  for (std::int64_t t = 0; t < 5000; t += 10) (void)r.test_and_insert(key(next++), t);
+  for (int i = 0; i < 250; ++i) (void)r.test_and_insert(key(next++), 5000);
+  ASSERT_EQ(r.live_generations(), r.generations());
+  rolling_bloom twin = rolling_bloom::deserialize(r.serialize());
+  const std::string bytes = r.serialize();
+  for (std::uint64_t i = 0; i < next + 100; ++i) r.prefetch(key(i));
+  EXPECT_EQ(r.serialize(), bytes);
+  for (std::uint64_t i = 0; i < 1000; ++i) {
+    const hash128 h = key(i % 2 == 0 ? next - 1 - i / 2 : kAbsent + i);
+    r.prefetch(h);
+    ASSERT_EQ(r.test_and_insert(h, 5000), twin.test_and_insert(h, 5000)) << i;
+  }
+  EXPECT_EQ(r.serialize(), twin.serialize());
+}
+
+// The batch call is the loop of single calls at the same time: same answers and state,
+// through rotations by time (between batches) and by capacity (inside a batch).
+TEST(RollingBloom, BatchTestAndInsertEqualsSingleCalls) {
+  rolling_bloom single(options(3000, 300, 0.01));
+  rolling_bloom batched(options(3000, 300, 0.01));
+  std::uint64_t next = 0;
+  std::int64_t now = 0;
+  for (const std::size_t length : {0, 3, 16, 40, 250, 600, 7}) {
+    std::vector<hash128> hashes;
+    for (std::size_t i = 0; i < length; ++i) {
+      hashes.push_back(key(i % 3 == 0 && next > 0 ? next / 2 : next++));
+    }
+    std::unique_ptr<bool[]> present(new bool[length]);
+    batched.test_and_insert(hashes, now, std::span<bool>(present.get(), length));
+    for (std::size_t i = 0; i < length; ++i) {
+      ASSERT_EQ(present[i], single.test_and_insert(hashes[i], now)) << length << " " << i;
+    }
+    ASSERT_EQ(batched.serialize(), single.serialize()) << length;
+    now += 700;
+  }
+  EXPECT_GT(single.rotations_by_time(), 0u);
+  EXPECT_GT(single.rotations_by_capacity(), 0u);
 }
 
 TEST(RollingBloom, CorruptTruncatedOrForeignInputIsAFormatError) {

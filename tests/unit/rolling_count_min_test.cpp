@@ -14,34 +14,14 @@
 #include <vector>
 
 #include "sketch/serialize.h"
+#include "zipf_stream.h"
 
 namespace sketch {
 namespace {
 
 using ::testing::HasSubstr;
 
-// Ranks 0 … n−1 with P(r) ∝ (r + 1)^{−s}, by inverse-CDF sampling on a precomputed CDF; the
-// uniform variate is the top 53 bits of mt19937_64, the same with every standard library.
-class zipf_generator {
- public:
-  zipf_generator(std::size_t n, double s, std::uint64_t seed) : cdf_(n), rng_(seed) {
-    double total = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      total += std::pow(static_cast<double>(i + 1), -s);
-      cdf_[i] = total;
-    }
-    for (double& c : cdf_) c /= total;
-    cdf_.back() = 1.0;
-  }
-  std::size_t operator()() {
-    const double u = static_cast<double>(rng_() >> 11) * 0x1p-53;
-    return static_cast<std::size_t>(std::upper_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
-  }
-
- private:
-  std::vector<double> cdf_;
-  std::mt19937_64 rng_;
-};
+using test_util::zipf_generator;
 
 template <class F>
 std::string error_of(F&& f) {
@@ -152,6 +132,42 @@ TEST(RollingCountMin, WindowItemsIsTheExactCountOfTheLastBuckets) {
       expected += it->second;
     }
     ASSERT_EQ(r.window_items(), expected) << "update " << i << " at " << t;
+  }
+}
+
+// The window's sum is exactly the merge of one count_min_sketch per slice of the window,
+// each updated by count_min_sketch::update (plain or conservative) with that slice's items:
+// the rolling sketch's fused update writes the same counters as the plain sketch's, and
+// returns the sum's estimate.
+TEST(RollingCountMin, WindowIsTheMergeOfPerSliceSketches) {
+  for (const bool conservative : {false, true}) {
+    rolling_count_min_options o = small_options();
+    o.conservative = conservative;
+    rolling_count_min r(o);
+    std::map<std::int64_t, count_min_sketch> slices;
+    zipf_generator zipf(500, 1.1, 29);
+    std::mt19937_64 rng(31);
+    std::int64_t t = 0;
+    for (int i = 1; i <= 30'000; ++i) {
+      t = i / 10;  // 3 s: the window slides past its first 20 slices
+      const std::string item = fmt::format("item-{}", zipf());
+      const auto weight = static_cast<std::uint32_t>(1 + rng() % 5);
+      const std::uint64_t returned = r.update(item, t, weight);
+      const auto slice = slices.try_emplace(floor_div(t, 100), count_min_sketch::from_error(
+                                                                   0.01, 0.01, o.seed, conservative));
+      slice.first->second.update(item, weight);
+      if (i % 1000 != 0) continue;
+      count_min_sketch window = count_min_sketch::from_error(0.01, 0.01, o.seed, conservative);
+      for (auto it = slices.upper_bound(floor_div(t, 100) - 10); it != slices.end(); ++it) {
+        window.merge(it->second);
+      }
+      ASSERT_EQ(r.window_items(), window.total()) << i;
+      ASSERT_EQ(returned, window.estimate(item)) << i;
+      for (int k = 0; k < 500; ++k) {
+        const std::string other = fmt::format("item-{}", k);
+        ASSERT_EQ(r.estimate(other), window.estimate(other)) << i << " " << other;
+      }
+    }
   }
 }
 
@@ -375,6 +391,40 @@ TEST(RollingCountMin, SerializationRoundTrips) {
   }
   EXPECT_EQ(back.drain_events(), r.drain_events());
   EXPECT_EQ(back.serialize(), r.serialize());
+}
+
+// prefetch() is a hint: on an empty sketch and on one whose window is full (every slice
+// written, the tracker full), it leaves the state byte for byte as it was, and the updates
+// that follow return what an untouched copy returns.
+TEST(RollingCountMin, PrefetchChangesNothing) {
+  for (const bool conservative : {false, true}) {
+    rolling_count_min_options o = small_options();
+    o.conservative = conservative;
+    rolling_count_min empty(o);
+    const std::string empty_bytes = empty.serialize();
+    for (int i = 0; i < 100; ++i) empty.prefetch(hash_item(fmt::format("item-{}", i), o.seed));
+    EXPECT_EQ(empty.serialize(), empty_bytes);
+
+    rolling_count_min r(o);
+    zipf_generator zipf(500, 1.1, 43);
+    std::int64_t t = 0;
+    for (int i = 0; i < 20'000; ++i) {
+      t += i % 10 == 0 ? 1 : 0;  // 2 s: every slice written, rotations on the way
+      r.update(fmt::format("item-{}", zipf()), t);
+    }
+    ASSERT_EQ(r.tracker().size(), r.tracker().capacity());
+    rolling_count_min twin = rolling_count_min::deserialize(r.serialize());
+    const std::string bytes = r.serialize();
+    for (int i = 0; i < 600; ++i) r.prefetch(hash_item(fmt::format("item-{}", i), o.seed));
+    EXPECT_EQ(r.serialize(), bytes);
+    for (int i = 0; i < 2'000; ++i) {
+      const std::string item = fmt::format("item-{}", zipf());
+      const hash128 h = hash_item(item, o.seed);
+      r.prefetch(h);
+      ASSERT_EQ(r.update(h, item, t), twin.update(h, item, t)) << i;
+    }
+    EXPECT_EQ(r.serialize(), twin.serialize());
+  }
 }
 
 TEST(RollingCountMin, CorruptOrTruncatedInputIsAFormatError) {

@@ -16,6 +16,7 @@
 
 #include "sketch/count_min.h"
 #include "sketch/serialize.h"
+#include "zipf_stream.h"
 
 namespace sketch {
 
@@ -34,28 +35,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using kind = enum heavy_event::kind;
 
-// Ranks 0 … n−1 with P(r) ∝ (r + 1)^{−s}, by inverse-CDF sampling on a precomputed CDF; the
-// uniform variate is the top 53 bits of mt19937_64, the same with every standard library.
-class zipf_generator {
- public:
-  zipf_generator(std::size_t n, double s, std::uint64_t seed) : cdf_(n), rng_(seed) {
-    double total = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      total += std::pow(static_cast<double>(i + 1), -s);
-      cdf_[i] = total;
-    }
-    for (double& c : cdf_) c /= total;
-    cdf_.back() = 1.0;
-  }
-  std::size_t operator()() {
-    const double u = static_cast<double>(rng_() >> 11) * 0x1p-53;
-    return static_cast<std::size_t>(std::upper_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
-  }
-
- private:
-  std::vector<double> cdf_;
-  std::mt19937_64 rng_;
-};
+using test_util::zipf_generator;
 
 template <class F>
 std::string error_of(F&& f) {
@@ -367,6 +347,33 @@ TEST(TopK, MatchesAReferenceModelUnderRandomOffers) {
       ASSERT_EQ(tracker.drain_events(), model_events) << "step " << step;
       model_events.clear();
     }
+  }
+}
+
+// offer_growing() is offer() with an early reject that is exact when estimates never fall
+// between refresh() calls: fed the same Count-Min estimates (plain and conservative; both
+// only grow) with a refresh every 1,000 items, the two trackers stay byte-identical. The
+// small capacity (8 slots for 2,000 Zipf items) keeps the tracker full and rejecting.
+TEST(TopK, OfferGrowingMatchesOfferForGrowingEstimates) {
+  for (const bool conservative : {false, true}) {
+    count_min_sketch sketch(256, 4, 7, conservative);
+    top_k_tracker plain(4, 0.05, 8, 7);
+    top_k_tracker growing(4, 0.05, 8, 7);
+    zipf_generator zipf(2000, 1.1, 17);
+    for (int i = 1; i <= 20'000; ++i) {
+      const std::string item = fmt::format("g{}", zipf());
+      const hash128 h = hash_item(item, 7);
+      const std::uint64_t estimate = sketch.update(h);
+      plain.offer(h, item, estimate, sketch.total());
+      growing.offer_growing(h, item, estimate, sketch.total());
+      if (i % 1000 == 0) {
+        refresh(sketch, plain);
+        refresh(sketch, growing);
+        ASSERT_EQ(growing.serialize(), plain.serialize()) << "after item " << i;
+      }
+    }
+    EXPECT_EQ(growing.top(), plain.top());
+    EXPECT_EQ(growing.drain_events(), plain.drain_events());
   }
 }
 
