@@ -81,6 +81,14 @@ pipelines:
       window: 1h
       capacity: 100k
       fpr: $fpr
+  # The same stream into a dedup window sized for 1,000 distinct items: about 5,000 arrive
+  # within seconds, so generations rotate at their share of capacity (⌈1000/3⌉ = 334 items)
+  # and the horizon covered shrinks far below the configured hour.
+  - name: overload
+    topics: [$topic]
+    item: { from: json, path: /user/id }
+    clock: wall
+    dedup: { window: 1h, capacity: 1000, generations: 4, fpr: $fpr }
 log: { level: info }
 EOF
 start_daemon "$work/sketchd.yaml"
@@ -218,6 +226,22 @@ fill=$(require_value "$m" "sketchd_bloom_fill_ratio{pipeline=\"$pipeline\",gener
 check "0 < $fill < 1" "sketchd_bloom_fill_ratio of the newest generation is $fill"
 log "dedup: first_seen $first + duplicates $dups = $items; $distinct distinct (allowance $allowance)"
 
+# The overloaded window: every first-seen item beyond a generation's share rotates one early
+# (first_seen / 334 rotations, within one), none by time (1 h), and the horizon covered is
+# the few seconds of the test instead of the configured 3,600 s — what the
+# SketchdDedupWindowShrunk alert looks for.
+o_first=$(require_value "$m" 'sketchd_dedup_first_seen_total{pipeline="overload"}')
+o_by_capacity=$(require_value "$m" 'sketchd_bloom_rotations_total{pipeline="overload",reason="capacity"}')
+o_by_time=$(require_value "$m" 'sketchd_bloom_rotations_total{pipeline="overload",reason="time"}')
+o_effective=$(require_value "$m" 'sketchd_bloom_effective_window_seconds{pipeline="overload"}')
+o_window=$(require_value "$m" 'sketchd_bloom_window_seconds{pipeline="overload"}')
+check "abs($o_by_capacity - $o_first // 334) <= 1" \
+  "overload: $o_by_capacity rotations by capacity for $o_first first-seen items (share 334)"
+check "$o_by_time == 0" "overload: $o_by_time rotations by time within the first hour"
+check "$o_window == 3600 and $o_effective < 0.9 * $o_window" \
+  "overload: effective window $o_effective s, configured $o_window s"
+log "overload: $o_by_capacity rotations by capacity for $o_first first-seen items; effective window $o_effective s of $o_window s"
+
 # /seen: true for produced items (no false negatives), false for items never produced
 # (a false positive has probability ≈ the estimated FPR, about 1e-20 at this fill).
 "$python" - "$http/api/v1/pipelines/$pipeline" "$work/truth" <<'EOF' || fail "/seen is wrong (see above)"
@@ -251,7 +275,7 @@ api "api/v1/pipelines/$pipeline/estimate" "$work/error.json"
 json "$work/error.json" 'd["error"]' >/dev/null || fail "GET /estimate without ?item=: no JSON error"
 api "api/v1/pipelines" "$work/pipelines.json"
 [[ $api_status == 200 ]] || fail "GET /api/v1/pipelines: HTTP $api_status"
-[[ $(json "$work/pipelines.json" '[p["name"] for p in d["pipelines"]]') == "[\"$pipeline\"]" ]] \
+[[ $(json "$work/pipelines.json" '[p["name"] for p in d["pipelines"]]') == "[\"$pipeline\", \"overload\"]" ]] \
   || fail "GET /api/v1/pipelines: $(cat "$work/pipelines.json")"
 [[ $(json "$work/pipelines.json" 'd["pipelines"][0]["items_total"]') -eq $events ]] \
   || fail "GET /api/v1/pipelines: items_total is not $events"

@@ -126,6 +126,12 @@ check "$(require_value "$m" 'sketchd_bloom_target_false_positive_ratio{pipeline=
   "sketchd_bloom_target_false_positive_ratio is not the configured 0.002"
 [[ $(metric_series "$m" sketchd_bloom_fill_ratio | wc -l) -eq 4 ]] \
   || fail "sketchd_bloom_fill_ratio should have one series per generation (4)"
+check "$(require_value "$m" 'sketchd_bloom_window_seconds{pipeline="clicks"}') == 3600" \
+  "sketchd_bloom_window_seconds is not the configured 1h"
+[[ $(metric_series "$m" sketchd_bloom_rotations_total | wc -l) -eq 2 ]] \
+  || fail "sketchd_bloom_rotations_total should have two series (reason time and capacity)"
+check "$(require_value "$m" 'sketchd_bloom_rotations_total{pipeline="clicks",reason="capacity"}') == 0" \
+  "a stream far below dedup.capacity should not rotate a Bloom generation early"
 [[ $(metric_series "$m" sketchd_heavy_hitter_estimated_count | wc -l) -eq 5 ]] \
   || fail "sketchd_heavy_hitter_estimated_count should have top_k = 5 series"
 for size in sketchd_bloom_size_bytes sketchd_cms_size_bytes; do
@@ -137,7 +143,7 @@ check "$started - 5 <= $(require_value "$m" process_start_time_seconds) <= $now"
 check "0 < $(require_value "$m" process_cpu_seconds_total) < 600" "process_cpu_seconds_total is implausible"
 check "1e6 < $(require_value "$m" process_resident_memory_bytes) < 4e9" "process_resident_memory_bytes is implausible"
 check "3 <= $(require_value "$m" process_open_fds) < 10000" "process_open_fds is implausible"
-log "known values: build info, φ, target FPR, generations, top-k series, process metrics"
+log "known values: build info, φ, target FPR, generations, dedup window, rotations, top-k series, process metrics"
 
 stop_process "$daemon_pid" 5 || fail "sketchd did not exit within 5 s of SIGTERM"
 [[ $stop_status -eq 0 ]] || fail "sketchd exited with status $stop_status after SIGTERM"

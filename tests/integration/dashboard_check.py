@@ -58,6 +58,8 @@ METRICS = {
     "sketchd_bloom_estimated_items",
     "sketchd_bloom_size_bytes",
     "sketchd_bloom_effective_window_seconds",
+    "sketchd_bloom_window_seconds",
+    "sketchd_bloom_rotations_total",
     "sketchd_kafka_consumer_lag_messages",
     "sketchd_producer_queue_messages",
     "sketchd_consumption_stopped",

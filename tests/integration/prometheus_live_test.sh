@@ -8,7 +8,9 @@
 #     the variables filled in as Grafana does, returns data (each query and its number of
 #     series is printed; a failure names the panels whose queries stayed empty);
 #   - SketchdHeavyHitter fires for the hot item of the skewed pipeline, with the pipeline
-#     and item labels, and is never pending nor firing for the uniform pipeline.
+#     and item labels, and is never pending nor firing for the uniform pipeline;
+#   - SketchdBloomFillHigh and SketchdDedupWindowShrunk fire for the uniform pipeline, whose
+#     dedup window is sized below its distinct items, and never for the skewed one.
 #
 # The streams, produced continuously (kcat) for the whole test, keyed by item:
 #   skewed:  blocks of 600 events in a random order: 400 distinct items once each and
@@ -115,7 +117,8 @@ pipelines:
     item: { from: key }
     clock: wall
     heavy_hitters: { window: 20s, buckets: 4, epsilon: 0.001, delta: 0.01, top_k: 10, threshold: 0.05 }
-    dedup: { window: 1m, capacity: 100k, fpr: 0.001 }
+    # Sized for 300 distinct items per minute while 400 recur: an overloaded dedup window.
+    dedup: { window: 1m, capacity: 300, fpr: 0.001 }
 log: { level: info, summary_interval: 0 }
 EOF
 start_daemon "$work/sketchd.yaml"
@@ -249,14 +252,35 @@ others=$(json "$work/hh.json" '[(a["labels"]["pipeline"], a["labels"].get("item"
 [[ $others == "[]" ]] || fail "SketchdHeavyHitter also active for $others"
 severity=$(json "$work/hh.json" '[a["labels"].get("severity") for a in d][0]')
 [[ $severity == warning ]] || fail "SketchdHeavyHitter has severity \"$severity\", not warning"
-# Never pending nor firing for the uniform pipeline since Prometheus started: ALERTS holds
-# a sample for every evaluation in which an alert was pending or firing.
-curl -sf --max-time 5 "$prom/api/v1/query" \
-  --data-urlencode 'query=count_over_time(ALERTS{alertname="SketchdHeavyHitter", pipeline="uniform"}[5m])' \
-  >"$work/uniform.json" || fail "query of ALERTS failed"
-[[ $(json "$work/uniform.json" 'd["data"]["result"]') == "[]" ]] \
-  || fail "SketchdHeavyHitter was pending or firing for the uniform pipeline: $(cat "$work/uniform.json")"
+# never_active ALERTNAME_REGEX PIPELINE: fails unless no alert matching the regex has been
+# pending or firing for the pipeline since Prometheus started (ALERTS holds a sample for
+# every evaluation in which an alert was pending or firing).
+never_active() {
+  curl -sf --max-time 5 "$prom/api/v1/query" \
+    --data-urlencode "query=count_over_time(ALERTS{alertname=~\"$1\", pipeline=\"$2\"}[5m])" \
+    >"$work/never.json" || fail "query of ALERTS failed"
+  [[ $(json "$work/never.json" 'd["data"]["result"]') == "[]" ]] \
+    || fail "$1 was pending or firing for the $2 pipeline: $(cat "$work/never.json")"
+}
+never_active SketchdHeavyHitter uniform
 log "uniform pipeline: SketchdHeavyHitter never pending nor firing"
+
+# --- the overload alerts --------------------------------------------------------------------
+# uniform's dedup window holds 300 distinct items per minute and sees 400 recurring ones:
+# every generation rotates at its share (100 items), forgets, and the horizon stays far
+# below the minute. skewed's (100k) never fills.
+overload='SketchdBloomFillHigh SketchdDedupWindowShrunk'
+deadline=$((SECONDS + 30))
+while :; do
+  curl -sf --max-time 5 "$prom/api/v1/alerts" >"$work/alerts.json" || fail "GET $prom/api/v1/alerts failed"
+  firing=$(json "$work/alerts.json" 'sorted({a["labels"]["alertname"] for a in d["data"]["alerts"] if a["labels"].get("pipeline") == "uniform" and a["state"] == "firing"} & {"SketchdBloomFillHigh", "SketchdDedupWindowShrunk"})')
+  [[ $firing == '["SketchdBloomFillHigh", "SketchdDedupWindowShrunk"]' ]] && break
+  ((SECONDS < deadline)) || fail "$overload not both firing for the overloaded uniform pipeline after 30 s: $(cat "$work/alerts.json")"
+  sleep 0.5
+done
+log "uniform pipeline (dedup overloaded): $firing firing $((SECONDS - prom_started)) s after Prometheus started"
+never_active 'SketchdBloomFillHigh|SketchdDedupWindowShrunk' skewed
+log "skewed pipeline (dedup within capacity): neither overload alert ever pending nor firing"
 log "active alerts: $(json "$work/alerts.json" '", ".join(sorted({a["labels"]["alertname"] + "/" + a["state"] for a in d["data"]["alerts"]})) or "none"')"
 
 kill -0 "$daemon_pid" 2>/dev/null || fail "sketchd exited during the test"

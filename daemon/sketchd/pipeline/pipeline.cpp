@@ -225,6 +225,17 @@ void pipeline::collect(std::vector<metrics::metric_family>& out) const {
     one("sketchd_bloom_effective_window_seconds",
         "Time span the dedup generations cover now; below the configured window after bursts.",
         metric_type::gauge, static_cast<double>(dedup_->effective_window_ms(clock_ms_)) / 1000.0);
+    one("sketchd_bloom_window_seconds", "Configured dedup window (dedup.window).", metric_type::gauge,
+        static_cast<double>(config_.dedup->window.count()) / 1000.0);
+    metric_family rotations{"sketchd_bloom_rotations_total",
+                            "Bloom generation rotations: at the end of a time slice (time) or when the newest "
+                            "generation reached its share of dedup.capacity first (capacity).",
+                            metric_type::counter, {}};
+    rotations.samples.push_back({{{"pipeline", config_.name}, {"reason", "time"}},
+                                 static_cast<double>(dedup_->rotations_by_time())});
+    rotations.samples.push_back({{{"pipeline", config_.name}, {"reason", "capacity"}},
+                                 static_cast<double>(dedup_->rotations_by_capacity())});
+    out.push_back(std::move(rotations));
   }
 }
 
