@@ -27,7 +27,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -40,6 +39,7 @@
 #include "sketch/hash.h"
 #include "sketch/rolling_count_min.h"
 #include "sketch/top_k.h"
+#include "sketch/zipf.h"
 
 namespace {
 
@@ -78,23 +78,16 @@ std::unique_ptr<zipf_stream> make_stream(std::uint32_t universe) {
   s->universe = universe;
   s->names.resize(std::size_t{universe} * kItemBytes);
   std::vector<hash128> hashes(universe);
-  // P(rank r) ∝ (r + 1)^-s: inverse transform sampling on the cumulative weights.
-  std::vector<double> cumulative(universe);
-  double sum = 0;
   for (std::uint32_t r = 0; r < universe; ++r) {
     fmt::format_to_n(&s->names[std::size_t{r} * kItemBytes], kItemBytes, "item{:08d}", r);
     hashes[r] = sketch::hash_item(s->name(r), sketch::kDefaultSeed);
-    sum += std::pow(static_cast<double>(r) + 1, -kZipfExponent);
-    cumulative[r] = sum;
   }
+  const sketch::zipf_distribution zipf(universe, kZipfExponent);
   std::mt19937_64 rng(kStreamSeed);
-  std::uniform_real_distribution<double> uniform(0, sum);
   s->items.reserve(2 * kHalf);
   std::vector<std::uint64_t> counts(universe, 0);
   for (std::size_t i = 0; i < 2 * kHalf; ++i) {
-    const auto it = std::upper_bound(cumulative.begin(), cumulative.end(), uniform(rng));
-    const auto rank =
-        static_cast<std::uint32_t>(std::min<std::ptrdiff_t>(it - cumulative.begin(), universe - 1));
+    const auto rank = static_cast<std::uint32_t>(zipf(rng));
     s->items.push_back({hashes[rank], rank});
     ++counts[rank];
   }

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <random>
 
-#include "sketchd/generator/zipf.h"
+#include "sketch/zipf.h"
 #include "sketchd/kafka/client.h"
 #include "sketchd/kafka/sink.h"
 
@@ -57,7 +57,7 @@ void generator::run() {
   rd_kafka_conf_set_opaque(conf.get(), &failed_);
   kafka::handle_ptr producer = std::move(conf).create(RD_KAFKA_PRODUCER);
 
-  const zipf_distribution zipf(config_.distinct, config_.zipf);
+  const sketch::zipf_distribution zipf(config_.distinct, config_.zipf);
   std::mt19937_64 rng(seed_);
   std::string item;
   std::string value;

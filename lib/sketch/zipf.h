@@ -1,11 +1,12 @@
-// A Zipf-distributed item source for the demo generator and the tests.
+// A Zipf-distributed rank source: the skewed streams of the demo generator, the tests and
+// the benchmarks of the frequency sketches.
 #pragma once
 
 #include <cstdint>
 #include <random>
 #include <vector>
 
-namespace sketchd {
+namespace sketch {
 
 // Draws ranks 0..n-1 with P(rank r) ∝ 1 / (r + 1)^s, by inverting a precomputed CDF
 // (binary search): exact for any s > 0, O(log n) per draw, 8·n bytes. Deterministic for a
@@ -28,4 +29,4 @@ class zipf_distribution {
   std::vector<double> cdf_;
 };
 
-}  // namespace sketchd
+}  // namespace sketch

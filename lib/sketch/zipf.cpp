@@ -1,10 +1,10 @@
-#include "sketchd/generator/zipf.h"
+#include "sketch/zipf.h"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
-namespace sketchd {
+namespace sketch {
 
 zipf_distribution::zipf_distribution(std::uint64_t n, double s) {
   if (n == 0) throw std::invalid_argument("zipf: n must be at least 1");
@@ -29,4 +29,4 @@ double zipf_distribution::probability(std::uint64_t r) const noexcept {
   return r == 0 ? cdf_[0] : cdf_[r] - cdf_[r - 1];
 }
 
-}  // namespace sketchd
+}  // namespace sketch
