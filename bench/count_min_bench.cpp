@@ -121,6 +121,24 @@ double recall(const zipf_stream& s, const std::vector<std::string>& reported) {
 // cost from the cache misses of the real width.
 constexpr std::uint32_t kNarrowWidth = 64;
 
+// The walk every heavy-hitter benchmark makes: the first half of the stream warms the
+// structure up, untimed; then one item per timed iteration over the second half, and at its
+// end `at_end()` (timed: the report of the top-k) before the walk restarts at the middle.
+template <class Process, class AtEnd>
+void run_stream(benchmark::State& state, const zipf_stream& s, const Process& process,
+                const AtEnd& at_end) {
+  for (std::size_t i = 0; i < kHalf; ++i) process(s.items[i]);
+  std::size_t pos = kHalf;
+  for (auto _ : state) {
+    process(s.items[pos]);
+    if (++pos == s.items.size()) {
+      at_end();
+      pos = kHalf;
+    }
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+
 void count_min_top_k(benchmark::State& state, bool conservative, bool with_top_k,
                      std::uint32_t width = count_min_sketch::suggest_width(kEpsilon)) {
   const zipf_stream& s = stream_of(static_cast<std::uint32_t>(state.range(0)));
@@ -130,22 +148,14 @@ void count_min_top_k(benchmark::State& state, bool conservative, bool with_top_k
     const std::uint64_t estimate = cms.update(item.hash);
     if (with_top_k) tracker.offer_growing(item.hash, s.name(item.rank), estimate, cms.total());
   };
-  for (std::size_t i = 0; i < kHalf; ++i) process(s.items[i]);
-
-  std::size_t pos = kHalf;
   std::vector<top_k_tracker::entry> top;
-  for (auto _ : state) {
-    process(s.items[pos]);
-    if (++pos == s.items.size()) {
-      if (with_top_k) {
-        tracker.refresh([&](const hash128& h) { return cms.estimate(h); }, cms.total());
-        top = tracker.top();
-      }
-      pos = kHalf;
+  run_stream(state, s, process, [&] {
+    if (with_top_k) {
+      tracker.refresh([&](const hash128& h) { return cms.estimate(h); }, cms.total());
+      top = tracker.top();
     }
-  }
+  });
   benchmark::DoNotOptimize(top.data());
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
   state.counters["bytes"] =
       static_cast<double>(cms.size_bytes() + (with_top_k ? tracker.size_bytes() : 0));
   if (with_top_k) {
@@ -169,20 +179,12 @@ void rolling_count_min_top_k(benchmark::State& state) {
   const auto process = [&](const stream_item& item) {
     window.update(item.hash, s.name(item.rank), tick++ / 1000);
   };
-  for (std::size_t i = 0; i < kHalf; ++i) process(s.items[i]);
-
-  std::size_t pos = kHalf;
   std::vector<top_k_tracker::entry> top;
-  for (auto _ : state) {
-    process(s.items[pos]);
-    if (++pos == s.items.size()) {
-      window.refresh();
-      top = window.top();
-      pos = kHalf;
-    }
-  }
+  run_stream(state, s, process, [&] {
+    window.refresh();
+    top = window.top();
+  });
   benchmark::DoNotOptimize(top.data());
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
   state.counters["bytes"] = static_cast<double>(window.size_bytes());
 }
 
@@ -200,26 +202,18 @@ void exact_map(benchmark::State& state) {
     ++c.n;
     c.rank = item.rank;
   };
-  for (std::size_t i = 0; i < kHalf; ++i) process(s.items[i]);
-
-  std::size_t pos = kHalf;
   std::vector<std::pair<std::uint64_t, std::uint32_t>> all;
   std::vector<std::string> top;
-  for (auto _ : state) {
-    process(s.items[pos]);
-    if (++pos == s.items.size()) {
-      all.clear();
-      all.reserve(counts.size());
-      for (const auto& [hash, c] : counts) all.emplace_back(c.n, c.rank);
-      const std::size_t shown = std::min<std::size_t>(kTopK, all.size());
-      std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(shown), all.end(),
-                        [](const auto& a, const auto& b) { return a.first > b.first; });
-      top.clear();
-      for (std::size_t i = 0; i < shown; ++i) top.emplace_back(s.name(all[i].second));
-      pos = kHalf;
-    }
-  }
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+  run_stream(state, s, process, [&] {
+    all.clear();
+    all.reserve(counts.size());
+    for (const auto& [hash, c] : counts) all.emplace_back(c.n, c.rank);
+    const std::size_t shown = std::min<std::size_t>(kTopK, all.size());
+    std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(shown), all.end(),
+                      [](const auto& a, const auto& b) { return a.first > b.first; });
+    top.clear();
+    for (std::size_t i = 0; i < shown; ++i) top.emplace_back(s.name(all[i].second));
+  });
   state.counters["bytes"] =
       static_cast<double>(counts.capacity() * (sizeof(std::pair<const std::uint64_t, count>) + 1));
   state.counters["distinct"] = static_cast<double>(counts.size());
