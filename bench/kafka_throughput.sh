@@ -22,6 +22,9 @@
 # first-seen ones (here about a third), so the ratio is of input rates for the same job
 # of reading every message and forwarding what must be forwarded.
 #
+# bench/pipeline_bench measures the part that is sketchd's own (extract, hash, sketches,
+# processing step) without Kafka, with far less noise.
+#
 # Usage: bench/kafka_throughput.sh BUILD_DIR   (N=600000 REPEAT=3 by default)
 set -euo pipefail
 

@@ -30,6 +30,34 @@ TEST(Extractor, ArrayIndexAndEscapedPointerTokens) {
   EXPECT_EQ(run(e, R"({"a/b":["x","y"]})").item, "y");
 }
 
+TEST(Extractor, PointerFollowsRfc6901) {
+  const std::string doc = R"({"":"empty key","a":{"0":"member zero","":{"":"nested"}},"arr":["x",{"k~/":"esc"}],)"
+                          R"("m~n":"tilde","dup":"first","dup":"second","n":5})";
+  // The item, or the failure's name (an item points into its extractor: copied out here).
+  const auto at = [&](const char* pointer) {
+    extractor e({item_source::json, pointer, "", 1024});
+    const extract_result r = run(e, doc);
+    return r.failure == extract_failure::none ? std::string(r.item) : "failure: " + std::string(to_string(r.failure));
+  };
+  EXPECT_EQ(at("/"), "empty key");
+  EXPECT_EQ(at("/a/0"), "member zero");  // "0" is a member name in an object
+  EXPECT_EQ(at("/a//"), "nested");
+  EXPECT_EQ(at("/arr/0"), "x");
+  EXPECT_EQ(at("/arr/1/k~0~1"), "esc");
+  EXPECT_EQ(at("/m~0n"), "tilde");
+  EXPECT_EQ(at("/dup"), "first");
+  EXPECT_EQ(at("/arr/2"), "failure: missing_field");   // out of bounds
+  EXPECT_EQ(at("/arr/01"), "failure: missing_field");  // not an index
+  EXPECT_EQ(at("/arr/-"), "failure: missing_field");   // past the end
+  EXPECT_EQ(at("/arr/x"), "failure: missing_field");
+  EXPECT_EQ(at("/n/0"), "failure: missing_field");     // into a scalar
+  EXPECT_EQ(at("/a"), "failure: not_scalar");
+  EXPECT_EQ(at(""), "failure: not_scalar");            // the whole document
+  extractor whole({item_source::json, "", "", 1024});
+  EXPECT_EQ(run(whole, R"("just a string")").item, "just a string");
+  EXPECT_EQ(run(whole, "17").item, "17");
+}
+
 TEST(Extractor, BadJsonIsCountedByReason) {
   extractor e({item_source::json, "/user/id", "", 8});
   EXPECT_EQ(run(e, R"({"user":{"id":"u1"}} trailing)").failure, extract_failure::invalid_json);

@@ -2,9 +2,11 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstring>
+#include <optional>
 
 namespace sketchd {
 
@@ -20,7 +22,51 @@ std::string_view to_string(extract_failure f) noexcept {
   return "unknown";
 }
 
+namespace {
+
+// One reference token of the JSON pointer, unescaped (RFC 6901: "~1" is "/", "~0" is "~"),
+// and the array index it names when it is one ("0" or digits without a leading zero).
+struct pointer_token {
+  std::string key;
+  std::optional<std::size_t> index;
+};
+
+// The pointer split once, at construction: simdjson's at_pointer() re-parses and
+// re-unescapes it for every message (most of its cost on small messages). The config
+// checked its syntax; a pointer that does not start with "/" names the whole document only
+// when it is empty, and otherwise nothing.
+std::vector<pointer_token> compile_pointer(std::string_view pointer) {
+  std::vector<pointer_token> tokens;
+  if (pointer.empty()) return tokens;
+  std::size_t at = 1;
+  for (;;) {
+    const std::size_t end = std::min(pointer.find('/', at), pointer.size());
+    pointer_token t;
+    for (std::size_t i = at; i < end; ++i) {
+      if (pointer[i] == '~' && i + 1 < end && (pointer[i + 1] == '0' || pointer[i + 1] == '1')) {
+        t.key += pointer[i + 1] == '0' ? '~' : '/';
+        ++i;
+      } else {
+        t.key += pointer[i];
+      }
+    }
+    const bool digits = !t.key.empty() && std::all_of(t.key.begin(), t.key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits && (t.key.size() == 1 || t.key.front() != '0')) {
+      std::size_t index = 0;
+      const auto r = std::from_chars(t.key.data(), t.key.data() + t.key.size(), index);
+      if (r.ec == std::errc()) t.index = index;
+    }
+    tokens.push_back(std::move(t));
+    if (end == pointer.size()) break;
+    at = end + 1;
+  }
+  return tokens;
+}
+
+}  // namespace
+
 struct extractor::json_state {
+  std::vector<pointer_token> path;
   simdjson::dom::parser parser;
   std::vector<char> padded;  // the message copied with SIMDJSON_PADDING bytes after it
   std::array<char, 32> scalar_text{};  // a number printed back as text, shortest form
@@ -39,6 +85,7 @@ constexpr std::size_t kInitialJsonCapacity = 64 * 1024;
 extractor::extractor(extractor_options options) : options_(std::move(options)) {
   if (options_.from == item_source::json) {
     json_ = std::make_unique<json_state>();
+    json_->path = compile_pointer(options_.json_pointer);
     json_->padded.resize(kInitialJsonCapacity + simdjson::SIMDJSON_PADDING);
     if (json_->parser.allocate(kInitialJsonCapacity) != simdjson::SUCCESS) throw std::bad_alloc();
   }
@@ -93,11 +140,18 @@ extract_result extractor::extract_json(std::string_view value) noexcept {
   if (js.parser.parse(js.padded.data(), value.size(), false).get(root) != simdjson::SUCCESS) {
     return {{}, extract_failure::invalid_json};
   }
-  simdjson::dom::element field;
-  const auto found = root.at_pointer(options_.json_pointer).get(field);
-  if (found != simdjson::SUCCESS) {
-    // NO_SUCH_FIELD, INDEX_OUT_OF_BOUNDS, or a pointer that walks into a scalar.
-    return {{}, extract_failure::missing_field};
+  simdjson::dom::element field = root;
+  for (const pointer_token& t : js.path) {
+    // As RFC 6901 (and simdjson's at_pointer): a token selects a member of an object, or
+    // an element of an array when it is an index; walking into a scalar, an absent member,
+    // an index out of bounds or a token that is no index in an array finds nothing.
+    simdjson::error_code err = simdjson::NO_SUCH_FIELD;
+    if (field.is_object()) {
+      err = field.get_object().value_unsafe().at_key(t.key).get(field);
+    } else if (field.is_array() && t.index) {
+      err = field.get_array().value_unsafe().at(*t.index).get(field);
+    }
+    if (err != simdjson::SUCCESS) return {{}, extract_failure::missing_field};
   }
   switch (field.type()) {
     case simdjson::dom::element_type::STRING: {

@@ -1,0 +1,186 @@
+// The daemon's work per message, without Kafka: what sketchd adds on top of a bare consumer
+// (bench/kafka_throughput.sh measures the two side by side through a broker; this isolates
+// the part that is sketchd's own, with far less noise).
+//
+// Stream: the events of bench/kafka_throughput.sh, {"user":{"id":"uK"},"seq":S} with K drawn
+// from Zipf(1.1) over 1,000,000 items (fixed seed), 600,000 of them, walked in order again
+// and again; the pipeline is the harness's: item { from: json, path: /user/id }, wall clock,
+// heavy_hitters { window 5m, 10 buckets, ε 0.0001, δ 0.001, top_k 20, φ 0.01 } (a rolling
+// Count-Min of d = 7 rows of w = 27,183 counters) and dedup { window 1h, capacity 2M,
+// fpr 0.001 }. The wall clock advances 1 ms per 1,000 messages (1M msg/s).
+//
+//   baseline_touch      reads every message's bytes (the floor: what any consumer pays to look
+//                       at its messages once)
+//   extract/json        the extractor alone (simdjson parse + JSON pointer)
+//   extract/json_and_hash … and the XXH3-128 hash of the item
+//   pipeline_process/heavy_hitters_and_dedup
+//                       pipeline::process for each message, begin_batch/end_batch around
+//                       every 1,000 (the whole per-item path: extract, hash, rolling
+//                       Count-Min + top-k, rolling Bloom); /heavy_hitters_only and
+//                       /dedup_only without the other section
+//   processor_process   processor::process over batches of 1,000 records (adds the routing
+//                       and the offset tracking of the daemon's processing step)
+//
+// items_per_second is messages per second; its inverse, ns per message, is the figure.
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "sketch/hash.h"
+#include "sketch/zipf.h"
+#include "sketchd/config/config.h"
+#include "sketchd/kafka/source.h"
+#include "sketchd/pipeline/extractor.h"
+#include "sketchd/pipeline/pipeline.h"
+#include "sketchd/processor.h"
+
+#include <spdlog/spdlog.h>
+
+namespace {
+
+constexpr std::size_t kMessages = 600'000;
+constexpr std::size_t kBatch = 1000;
+constexpr std::int64_t kStartMs = 1'700'000'000'000;
+
+const std::vector<std::string>& events() {
+  static const std::vector<std::string> all = [] {
+    std::vector<std::string> out;
+    out.reserve(kMessages);
+    const sketch::zipf_distribution zipf(1'000'000, 1.1);
+    std::mt19937_64 rng(1);
+    for (std::size_t seq = 0; seq < kMessages; ++seq) {
+      out.push_back(fmt::format(R"({{"user":{{"id":"u{}"}},"seq":{}}})", zipf(rng), seq));
+    }
+    return out;
+  }();
+  return all;
+}
+
+sketchd::pipeline_config harness_pipeline() {
+  sketchd::pipeline_config c;
+  c.name = "clicks";
+  c.topics = {"in"};
+  c.item.from = sketchd::item_source::json;
+  c.item.path = "/user/id";
+  c.clock = sketchd::clock_kind::wall;
+  sketchd::heavy_hitters_config h;
+  h.window = std::chrono::minutes(5);
+  h.buckets = 10;
+  h.epsilon = 0.0001;
+  h.delta = 0.001;
+  h.top_k = 20;
+  h.threshold = 0.01;
+  c.heavy_hitters = h;
+  sketchd::dedup_config d;
+  d.window = std::chrono::hours(1);
+  d.capacity = 2'000'000;
+  d.fpr = 0.001;
+  c.dedup = d;
+  return c;
+}
+
+sketchd::message_view view_of(const std::string& e) {
+  sketchd::message_view v;
+  v.value = e;
+  return v;
+}
+
+void baseline_touch(benchmark::State& state) {
+  const auto& ev = events();
+  std::size_t i = 0;
+  std::uint64_t sum = 0;
+  for (auto _ : state) {
+    for (const char c : ev[i]) sum += static_cast<unsigned char>(c);
+    if (++i == ev.size()) i = 0;
+  }
+  benchmark::DoNotOptimize(sum);
+  state.SetItemsProcessed(state.iterations());
+}
+
+// The extractor alone, or followed by the item's hash.
+void extract(benchmark::State& state, bool hash) {
+  const auto& ev = events();
+  sketchd::extractor ex({sketchd::item_source::json, "/user/id", "", 1024});
+  std::size_t i = 0;
+  for (auto _ : state) {
+    const auto r = ex.extract(view_of(ev[i]));
+    benchmark::DoNotOptimize(r.item.data());
+    if (hash) benchmark::DoNotOptimize(sketch::hash_item(r.item, sketch::kDefaultSeed));
+    if (++i == ev.size()) i = 0;
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// One iteration is one batch of kBatch messages: the rate is per message.
+void pipeline_process(benchmark::State& state, bool heavy_hitters, bool dedup) {
+  const auto& ev = events();
+  sketchd::pipeline_config c = harness_pipeline();
+  if (!heavy_hitters) c.heavy_hitters.reset();
+  if (!dedup) c.dedup.reset();
+  sketchd::pipeline p(c);
+  std::size_t next = 0;
+  std::int64_t now = kStartMs;
+  for (auto _ : state) {
+    if (next + kBatch > ev.size()) next = 0;
+    p.begin_batch();
+    ++now;
+    for (std::size_t j = 0; j < kBatch; ++j) benchmark::DoNotOptimize(p.process(view_of(ev[next + j]), -1, now));
+    next += kBatch;
+    state.PauseTiming();  // keep the heavy-hitter event vector out of the figure
+    (void)p.end_batch(now);
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(kBatch));
+}
+
+void processor_process(benchmark::State& state) {
+  const auto& ev = events();
+  sketchd::config cfg;
+  cfg.pipelines = {harness_pipeline()};
+  sketchd::pipeline p(cfg.pipelines[0]);
+  sketchd::processor proc(cfg, {&p}, {"in"}, "127.0.0.1:9", nullptr);
+  proc.assigned({0, 0}, std::nullopt);
+  std::vector<sketchd::kafka::record> records(ev.size());
+  for (std::size_t i = 0; i < ev.size(); ++i) {
+    records[i].offset = static_cast<std::int64_t>(i);
+    records[i].view = view_of(ev[i]);
+  }
+  std::vector<sketchd::kafka::partition_offset> offsets;
+  std::size_t next = 0;
+  std::int64_t now = kStartMs;
+  std::int64_t offset = 0;
+  for (auto _ : state) {
+    // One iteration is one batch: the rate below is per message.
+    if (next + kBatch > records.size()) next = 0;
+    std::span<sketchd::kafka::record> batch(records.data() + next, kBatch);
+    for (auto& r : batch) r.offset = offset++;
+    proc.process(batch, ++now);
+    proc.poll(offsets);
+    offsets.clear();
+    next += kBatch;
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(kBatch));
+}
+
+}  // namespace
+
+BENCHMARK(baseline_touch);
+BENCHMARK_CAPTURE(extract, json, false);
+BENCHMARK_CAPTURE(extract, json_and_hash, true);
+BENCHMARK_CAPTURE(pipeline_process, heavy_hitters_and_dedup, true, true);
+BENCHMARK_CAPTURE(pipeline_process, heavy_hitters_only, true, false);
+BENCHMARK_CAPTURE(pipeline_process, dedup_only, false, true);
+BENCHMARK(processor_process);
+
+int main(int argc, char** argv) {
+  spdlog::set_level(spdlog::level::warn);  // the processor logs heavy-hitter events
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
