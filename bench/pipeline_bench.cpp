@@ -13,11 +13,14 @@
 //                       at its messages once)
 //   extract/json        the extractor alone (simdjson parse + JSON pointer)
 //   extract/json_and_hash … and the XXH3-128 hash of the item
+//   extract_batch       the extractor over groups of 256 messages (one simdjson parse per
+//                       group), as the pipelines call it
 //   pipeline_process/heavy_hitters_and_dedup
-//                       pipeline::process for each message, begin_batch/end_batch around
-//                       every 1,000 (the whole per-item path: extract, hash, rolling
-//                       Count-Min + top-k, rolling Bloom); /heavy_hitters_only and
-//                       /dedup_only without the other section
+//                       pipeline::process over batches of 1,000 messages, as the daemon
+//                       (the whole per-item path: extract, hash, rolling Count-Min + top-k,
+//                       rolling Bloom); /heavy_hitters_only and /dedup_only without the
+//                       other section; /heavy_hitters_and_dedup_one_by_one the same batches
+//                       passed one message at a time
 //   processor_process   processor::process over batches of 1,000 records (adds the routing
 //                       and the offset tracking of the daemon's processing step)
 //
@@ -67,19 +70,18 @@ sketchd::pipeline_config harness_pipeline() {
   c.item.from = sketchd::item_source::json;
   c.item.path = "/user/id";
   c.clock = sketchd::clock_kind::wall;
-  sketchd::heavy_hitters_config h;
-  h.window = std::chrono::minutes(5);
-  h.buckets = 10;
-  h.epsilon = 0.0001;
-  h.delta = 0.001;
-  h.top_k = 20;
-  h.threshold = 0.01;
-  c.heavy_hitters = h;
-  sketchd::dedup_config d;
-  d.window = std::chrono::hours(1);
-  d.capacity = 2'000'000;
-  d.fpr = 0.001;
-  c.dedup = d;
+  c.heavy_hitters = sketchd::heavy_hitters_config{.window = std::chrono::minutes(5),
+                                                  .buckets = 10,
+                                                  .epsilon = 0.0001,
+                                                  .delta = 0.001,
+                                                  .top_k = 20,
+                                                  .threshold = 0.01,
+                                                  .alerts_topic = {}};
+  c.dedup = sketchd::dedup_config{.window = std::chrono::hours(1),
+                                  .capacity = 2'000'000,
+                                  .fpr = 0.001,
+                                  .output_topic = {},
+                                  .duplicates_topic = {}};
   return c;
 }
 
@@ -115,20 +117,53 @@ void extract(benchmark::State& state, bool hash) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// The extractor over groups of messages (extract(span, span), one simdjson parse for the
+// group), as the pipelines call it. One iteration is one group: the rate is per message.
+void extract_batch(benchmark::State& state) {
+  const auto& ev = events();
+  sketchd::extractor ex({sketchd::item_source::json, "/user/id", "", 1024});
+  std::vector<sketchd::message_view> views;
+  for (const auto& e : ev) views.push_back(view_of(e));
+  std::vector<const sketchd::message_view*> group(sketchd::extractor::kBatchMessages);
+  std::vector<sketchd::extract_result> results(group.size());
+  std::size_t next = 0;
+  std::int64_t messages = 0;
+  for (auto _ : state) {
+    if (next + group.size() > views.size()) next = 0;
+    for (std::size_t j = 0; j < group.size(); ++j) group[j] = &views[next + j];
+    const std::size_t n = ex.extract(group, results);
+    benchmark::DoNotOptimize(results.data());
+    next += n;
+    messages += static_cast<std::int64_t>(n);
+  }
+  state.SetItemsProcessed(messages);
+}
+
 // One iteration is one batch of kBatch messages: the rate is per message.
-void pipeline_process(benchmark::State& state, bool heavy_hitters, bool dedup) {
+void pipeline_process(benchmark::State& state, bool heavy_hitters, bool dedup,
+                      bool one_by_one = false) {
   const auto& ev = events();
   sketchd::pipeline_config c = harness_pipeline();
   if (!heavy_hitters) c.heavy_hitters.reset();
   if (!dedup) c.dedup.reset();
   sketchd::pipeline p(c);
+  std::vector<sketchd::message_view> views;
+  for (const auto& e : ev) views.push_back(view_of(e));
+  std::vector<sketchd::pipeline_input> inputs(kBatch);
+  std::vector<sketchd::verdict> verdicts(kBatch);
   std::size_t next = 0;
   std::int64_t now = kStartMs;
   for (auto _ : state) {
-    if (next + kBatch > ev.size()) next = 0;
+    if (next + kBatch > views.size()) next = 0;
     p.begin_batch();
     ++now;
-    for (std::size_t j = 0; j < kBatch; ++j) benchmark::DoNotOptimize(p.process(view_of(ev[next + j]), -1, now));
+    if (one_by_one) {
+      for (std::size_t j = 0; j < kBatch; ++j) verdicts[j] = p.process(views[next + j], -1, now);
+    } else {
+      for (std::size_t j = 0; j < kBatch; ++j) inputs[j] = {&views[next + j], -1};
+      p.process(inputs, now, verdicts);
+    }
+    benchmark::DoNotOptimize(verdicts.data());
     next += kBatch;
     state.PauseTiming();  // keep the heavy-hitter event vector out of the figure
     (void)p.end_batch(now);
@@ -171,6 +206,8 @@ void processor_process(benchmark::State& state) {
 BENCHMARK(baseline_touch);
 BENCHMARK_CAPTURE(extract, json, false);
 BENCHMARK_CAPTURE(extract, json_and_hash, true);
+BENCHMARK(extract_batch);
+BENCHMARK_CAPTURE(pipeline_process, heavy_hitters_and_dedup_one_by_one, true, true, true);
 BENCHMARK_CAPTURE(pipeline_process, heavy_hitters_and_dedup, true, true);
 BENCHMARK_CAPTURE(pipeline_process, heavy_hitters_only, true, false);
 BENCHMARK_CAPTURE(pipeline_process, dedup_only, false, true);

@@ -36,7 +36,13 @@ processor::processor(const config& cfg, std::vector<pipeline*> pipelines, std::v
     : config_(cfg), pipelines_(std::move(pipelines)), topics_(std::move(topics)), stop_(std::move(stop)) {
   topic_routes_.resize(topics_.size());
   outputs_.resize(pipelines_.size());
-  verdicts_.assign(pipelines_.size(), verdict::skipped);
+  inputs_.resize(pipelines_.size());
+  verdicts_.resize(pipelines_.size());
+  cursors_.assign(pipelines_.size(), 0);
+  for (std::size_t i = 0; i < pipelines_.size(); ++i) {
+    inputs_[i].reserve(cfg.kafka.batch_size);
+    verdicts_[i].reserve(cfg.kafka.batch_size);
+  }
   std::vector<std::string> sink_topics;
   const auto sink_topic = [&](const std::string& t) {
     auto it = std::find(sink_topics.begin(), sink_topics.end(), t);
@@ -81,25 +87,39 @@ processor::processor(const config& cfg, std::vector<pipeline*> pipelines, std::v
 }
 
 void processor::process(std::span<const kafka::record> batch, std::int64_t wall_ms) {
-  for (pipeline* p : pipelines_) p->begin_batch();
+  // Each pipeline gets the messages of its topics as one batch, in order; its verdicts
+  // come back in the same order, read below with one cursor per pipeline.
+  for (std::size_t i = 0; i < pipelines_.size(); ++i) inputs_[i].clear();
+  for (const kafka::record& r : batch) {
+    for (std::size_t i : topic_routes_[r.topic_index]) {
+      inputs_[i].push_back({&r.view, r.timestamp_ms});
+    }
+  }
+  for (std::size_t i = 0; i < pipelines_.size(); ++i) {
+    pipelines_[i]->begin_batch();
+    verdicts_[i].resize(inputs_[i].size());
+    pipelines_[i]->process(inputs_[i], wall_ms, verdicts_[i]);
+    cursors_[i] = 0;
+  }
   for (const kafka::record& r : batch) {
     const auto& targets = topic_routes_[r.topic_index];
     std::uint32_t outputs = 0;
     for (std::size_t i : targets) {
-      const verdict v = pipelines_[i]->process(r.view, r.timestamp_ms, wall_ms);
-      verdicts_[i] = v;
+      const verdict v = verdicts_[i][cursors_[i]];
       if ((v == verdict::first_seen && outputs_[i].first_seen) || (v == verdict::duplicate && outputs_[i].duplicate)) {
         ++outputs;
       } else if (v == verdict::skipped && !failure_example_[i].set) {
         failure_example_[i] = {true, r.topic_index, r.partition, r.offset};
       }
     }
-    const kafka::offset_tracker::ticket ticket = tracker_.add(tracker_.slot(r.topic_index, r.partition), r.offset, outputs);
-    if (outputs == 0) continue;
+    const kafka::offset_tracker::ticket ticket =
+        tracker_.add(tracker_.slot(r.topic_index, r.partition), r.offset, outputs);
     for (std::size_t i : targets) {
+      const verdict v = verdicts_[i][cursors_[i]++];
+      if (outputs == 0) continue;
       std::optional<std::size_t> route_index;
-      if (verdicts_[i] == verdict::first_seen) route_index = outputs_[i].first_seen;
-      if (verdicts_[i] == verdict::duplicate) route_index = outputs_[i].duplicate;
+      if (v == verdict::first_seen) route_index = outputs_[i].first_seen;
+      if (v == verdict::duplicate) route_index = outputs_[i].duplicate;
       if (!route_index) continue;
       const route& rt = routes_[*route_index];
       const kafka::error_code err =

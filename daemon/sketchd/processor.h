@@ -123,7 +123,11 @@ class processor {
   std::function<bool()> give_up_;
   std::unique_ptr<kafka::sink> sink_;
   kafka::offset_tracker tracker_;
-  std::vector<verdict> verdicts_;  // per pipeline, reused for every message
+  // Per pipeline, reused for every batch (sized for kafka.batch_size at construction): the
+  // messages routed to it, its verdicts, and the next verdict to read.
+  std::vector<std::vector<pipeline_input>> inputs_;
+  std::vector<std::vector<verdict>> verdicts_;
+  std::vector<std::size_t> cursors_;
 
   std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> positions_;  // assigned partitions
   std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> restored_;

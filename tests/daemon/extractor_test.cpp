@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <random>
+#include <span>
 #include <string>
 
 namespace sketchd {
@@ -74,6 +76,91 @@ TEST(Extractor, BadJsonIsCountedByReason) {
   EXPECT_EQ(run(e, R"({"user":{"id":"123456789"}})").failure, extract_failure::oversized);
   // After failures the extractor still works.
   EXPECT_EQ(run(e, R"({"user":{"id":"ok"}})").item, "ok");
+}
+
+// Batches give exactly the results of single messages, whatever the mix: values that are
+// one document each (parsed together), and values that are not (which must not disturb
+// their neighbours' results), in random orders and batch sizes, for several pointers.
+TEST(Extractor, BatchResultsEqualSingleResults) {
+  const std::vector<std::string> corpus = {
+      R"({"user":{"id":"u1"}})",
+      "  {\"user\":{\"id\":\"u2\"}}  \r\n\t",
+      R"({"user":{"id":42},"seq":1})",
+      R"({"user":{"id":-1.5e3}})",
+      R"({"user":{"id":18446744073709551615}})",
+      R"({"user":{"id":true}})",
+      R"({"user":{"id":null}})",
+      R"({"user":{"id":{"x":1}}})",
+      R"({"user":{"id":[1,2]}})",
+      R"({"user":{"id":""}})",
+      R"({"user":{"id":"a\"b\\n\u00e9\ud83d\ude00"}})",
+      R"({"user":{"id":"a-long-item-over-eight-bytes"}})",
+      R"({"user":{}})",
+      R"({"arr":["x",{"k":"v"}],"user":{"id":"u3"}})",
+      R"({"user":{"id":"u1"}} trailing)",
+      R"({"user":{"id":"u1"}},)",
+      R"({"user":{"id":"u1"})",
+      "}",
+      "]",
+      R"("unclosed)",
+      "\"ends with a backslash\\",
+      "not json",
+      "",
+      "   ",
+      "\n",
+      std::string("\xff\xfe\x00\x01", 4),
+      "{\"user\":{\"id\":\"\xff\"}}",
+      std::string("{\"user\":{\"id\":\"u\x00\"}}", 21),
+      "{\"user\":{\"id\":\"a\nb\"}}",
+      "{\"user\":{\"id\":\"u1\"}}\n{\"user\":{\"id\":\"u2\"}}",
+      R"({"a":1}{"b":2})",
+      "1 2",
+      "17",
+      "-0.0",
+      R"("just a string")",
+      "[]",
+      "{}",
+      "true",
+      "nul",
+      R"({"user":{"id":"u1"}}})",
+      R"([{"user":{"id":"u1"}}])",
+      // Larger than a whole batch's buffer: parsed alone.
+      R"({"pad":")" + std::string(extractor::kBatchBytes, 'x') + R"(","user":{"id":"big"}})",
+  };
+  // The item's text, or the failure's name: what a result says, copied out.
+  const auto said = [](const extract_result& r) {
+    return r.failure == extract_failure::none ? "item: " + std::string(r.item)
+                                              : "failure: " + std::string(to_string(r.failure));
+  };
+  std::mt19937_64 rng(20261123);
+  for (const char* pointer : {"/user/id", "", "/arr/1/k"}) {
+    for (const std::size_t max_item : {std::size_t{1024}, std::size_t{8}}) {
+      extractor single({item_source::json, pointer, "", max_item});
+      extractor batch({item_source::json, pointer, "", max_item});
+      for (int round = 0; round < 200; ++round) {
+        // Mostly valid documents (the common case), with a bad value now and then.
+        std::vector<message_view> views(1 + rng() % 300);
+        for (auto& v : views) v.value = corpus[rng() % 4 == 0 ? rng() % corpus.size() : rng() % 14];
+        std::vector<std::string> expected;
+        for (const auto& v : views) expected.push_back(said(single.extract(v)));
+        std::vector<const message_view*> pointers;
+        for (const auto& v : views) pointers.push_back(&v);
+        std::vector<extract_result> results(views.size());
+        std::size_t done = 0;
+        while (done < views.size()) {
+          const std::size_t n =
+              batch.extract(std::span(pointers).subspan(done), std::span(results).subspan(done));
+          ASSERT_GE(n, 1u);
+          // Every result of the batch is still valid after the others were extracted.
+          for (std::size_t i = done; i < done + n; ++i) {
+            EXPECT_EQ(said(results[i]), expected[i]) << "pointer " << pointer << ", message " << i
+                                                     << ": " << views[i].value.substr(0, 80);
+          }
+          done += n;
+        }
+      }
+    }
+  }
 }
 
 TEST(Extractor, OneMebibyteMessageIsParsed) {

@@ -65,22 +65,39 @@ std::vector<pointer_token> compile_pointer(std::string_view pointer) {
 
 }  // namespace
 
+namespace {
+constexpr std::size_t kInitialJsonCapacity = 64 * 1024;
+constexpr std::size_t kMaxScalarText = 32;  // a number printed back, shortest form
+}  // namespace
+
 struct extractor::json_state {
   std::vector<pointer_token> path;
   simdjson::dom::parser parser;
   std::vector<char> padded;  // the message copied with SIMDJSON_PADDING bytes after it
-  std::array<char, 32> scalar_text{};  // a number printed back as text, shortest form
+  std::array<char, kMaxScalarText> scalar_text{};
+
+  // Batches (extract(span, span)): the values joined by newlines, with padding; the parser
+  // of the joined text; where each value's document must start; and the items of the
+  // batch, copied out of the parsers (an item is at most its value's bytes, or a number
+  // printed back in at most kMaxScalarText). All sized at construction, never grown.
+  simdjson::dom::parser batch_parser;
+  std::unique_ptr<char[]> joined;
+  std::array<std::size_t, extractor::kBatchMessages> starts{};
+  std::string arena;  // capacity kBatchBytes + kMaxScalarText · kBatchMessages
 
   template <class T>
   std::string_view print(T v) noexcept {
     const auto r = std::to_chars(scalar_text.data(), scalar_text.data() + scalar_text.size(), v);
     return {scalar_text.data(), static_cast<std::size_t>(r.ptr - scalar_text.data())};
   }
+  // Copies an item into `into`, within the capacity reserved at construction (no
+  // allocation, so the earlier copies stay where they are).
+  static std::string_view keep(std::string_view text, std::string& into) noexcept {
+    const std::size_t at = into.size();
+    into.append(text);  // within the capacity reserved at construction
+    return std::string_view(into).substr(at, text.size());
+  }
 };
-
-namespace {
-constexpr std::size_t kInitialJsonCapacity = 64 * 1024;
-}
 
 extractor::extractor(extractor_options options) : options_(std::move(options)) {
   if (options_.from == item_source::json) {
@@ -88,6 +105,9 @@ extractor::extractor(extractor_options options) : options_(std::move(options)) {
     json_->path = compile_pointer(options_.json_pointer);
     json_->padded.resize(kInitialJsonCapacity + simdjson::SIMDJSON_PADDING);
     if (json_->parser.allocate(kInitialJsonCapacity) != simdjson::SUCCESS) throw std::bad_alloc();
+    if (json_->batch_parser.allocate(kBatchBytes) != simdjson::SUCCESS) throw std::bad_alloc();
+    json_->joined = std::make_unique<char[]>(kBatchBytes + simdjson::SIMDJSON_PADDING);
+    json_->arena.reserve(kBatchBytes + kMaxScalarText * kBatchMessages);
   }
 }
 
@@ -140,6 +160,11 @@ extract_result extractor::extract_json(std::string_view value) noexcept {
   if (js.parser.parse(js.padded.data(), value.size(), false).get(root) != simdjson::SUCCESS) {
     return {{}, extract_failure::invalid_json};
   }
+  return item_of(root);
+}
+
+extract_result extractor::item_of(const simdjson::dom::element& root) noexcept {
+  json_state& js = *json_;
   simdjson::dom::element field = root;
   for (const pointer_token& t : js.path) {
     // As RFC 6901 (and simdjson's at_pointer): a token selects a member of an object, or
@@ -174,6 +199,83 @@ extract_result extractor::extract_json(std::string_view value) noexcept {
       return {{}, extract_failure::not_scalar};
   }
   return {{}, extract_failure::not_scalar};
+}
+
+std::size_t extractor::extract(std::span<const message_view* const> messages,
+                               std::span<extract_result> results) noexcept {
+  const std::size_t limit = std::min({messages.size(), results.size(), kBatchMessages});
+  if (limit == 0) return 0;
+  if (options_.from != item_source::json) {
+    // Items are bytes of the messages themselves: nothing to keep.
+    for (std::size_t i = 0; i < limit; ++i) results[i] = extract(*messages[i]);
+    return limit;
+  }
+  json_state& js = *json_;
+  js.arena.clear();
+  // As many messages as fit in the joined buffer, each followed by a newline.
+  std::size_t n = 0;
+  std::size_t bytes = 0;
+  while (n < limit && bytes + messages[n]->value.size() + 1 <= kBatchBytes) {
+    bytes += messages[n++]->value.size() + 1;
+  }
+  if (n == 0) {  // one message larger than the buffer: parsed alone
+    results[0] = extract_json(messages[0]->value);
+    return 1;
+  }
+  if (n > 1 && extract_joined(messages.first(n), results)) return n;
+  // One by one, each item copied out of the parser before the next parse.
+  for (std::size_t i = 0; i < n; ++i) {
+    results[i] = extract_json(messages[i]->value);
+    if (results[i].failure == extract_failure::none) {
+      results[i].item = json_state::keep(results[i].item, js.arena);
+    }
+  }
+  return n;
+}
+
+bool extractor::extract_joined(std::span<const message_view* const> messages,
+                               std::span<extract_result> results) noexcept {
+  // The values, joined by newlines, are parsed as one stream of documents by simdjson's
+  // parse_many (one pass of its first stage over the whole text instead of one per
+  // message). That gives exactly the per-message results only if every value is one whole
+  // document: so each value must yield one document, starting at its first non-blank
+  // byte, the stream must end without error or leftover bytes, and any doubt sends the
+  // whole group to the one-by-one path. A value that is not one document cannot pass: a
+  // document running on past its value's end would swallow the newline and the next
+  // value's start (or fail: a raw newline inside a string is an error), a value with
+  // something after its document yields a document that starts inside it, and a value
+  // that is blank yields none.
+  json_state& js = *json_;
+  const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const std::string_view v = messages[i]->value;
+    std::size_t first = 0;
+    while (first < v.size() && blank(v[first])) ++first;
+    if (first == v.size()) return false;
+    js.starts[i] = at + first;
+    std::memcpy(js.joined.get() + at, v.data(), v.size());
+    at += v.size();
+    js.joined[at++] = '\n';
+  }
+  std::memset(js.joined.get() + at, 0, simdjson::SIMDJSON_PADDING);
+  simdjson::dom::document_stream stream;
+  if (js.batch_parser.parse_many(js.joined.get(), at, kBatchBytes).get(stream) !=
+      simdjson::SUCCESS) {
+    return false;
+  }
+  std::size_t i = 0;
+  for (auto it = stream.begin(); it != stream.end(); ++it) {
+    if (i == messages.size() || it.current_index() != js.starts[i]) return false;
+    simdjson::dom::element root;
+    if ((*it).get(root) != simdjson::SUCCESS) return false;
+    // Each document of the stream is parsed into the same reused document: its item is
+    // copied out before the next.
+    extract_result r = item_of(root);
+    if (r.failure == extract_failure::none) r.item = json_state::keep(r.item, js.arena);
+    results[i++] = r;
+  }
+  return i == messages.size() && stream.truncated_bytes() == 0;
 }
 
 }  // namespace sketchd

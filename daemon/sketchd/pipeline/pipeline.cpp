@@ -49,6 +49,8 @@ pipeline::pipeline(const pipeline_config& config, std::uint64_t seed)
     dedup_.emplace(o);
   }
   parameters_ = describe_parameters();
+  group_.resize(extractor::kBatchMessages);
+  group_results_.resize(extractor::kBatchMessages);
 }
 
 void pipeline::begin_batch() { batch_lock_.lock(); }
@@ -67,7 +69,25 @@ std::int64_t pipeline::clock_of(std::int64_t event_ms, std::int64_t wall_ms) noe
 
 verdict pipeline::process(const message_view& message, std::int64_t event_ms,
                           std::int64_t wall_ms) noexcept {
-  const extract_result r = extractor_.extract(message);
+  return feed(extractor_.extract(message), event_ms, wall_ms);
+}
+
+void pipeline::process(std::span<const pipeline_input> batch, std::int64_t wall_ms,
+                       std::span<verdict> out) noexcept {
+  std::size_t done = 0;
+  while (done < batch.size()) {
+    const std::size_t size = std::min(batch.size() - done, group_.size());
+    for (std::size_t i = 0; i < size; ++i) group_[i] = batch[done + i].message;
+    const std::size_t n = extractor_.extract(std::span(group_).first(size), group_results_);
+    for (std::size_t i = 0; i < n; ++i) {
+      out[done + i] = feed(group_results_[i], batch[done + i].event_ms, wall_ms);
+    }
+    done += n;
+  }
+}
+
+verdict pipeline::feed(const extract_result& r, std::int64_t event_ms,
+                       std::int64_t wall_ms) noexcept {
   if (r.failure != extract_failure::none) {
     ++local_.failures[static_cast<std::size_t>(r.failure)];
     return verdict::skipped;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,12 @@ enum class verdict : std::uint8_t {
   counted,     // an item, and the pipeline has no dedup section
   first_seen,  // dedup: the item was not in the window
   duplicate,   // dedup: the item was in the window (or a false positive)
+};
+
+// One message of a batch: the message and its timestamp (≤ 0 when it has none).
+struct pipeline_input {
+  const message_view* message = nullptr;
+  std::int64_t event_ms = -1;
 };
 
 // Counters of a pipeline since start. Kept as plain integers by the processing thread
@@ -54,7 +61,7 @@ struct pipeline_summary {
 };
 
 // The state of one pipeline. The processing thread calls begin_batch(), process() for
-// each message of the batch, then end_batch(): the pipeline's lock is held from
+// the messages of the batch, then end_batch(): the pipeline's lock is held from
 // begin_batch() to end_batch(), never taken per message. Readers (HTTP, metrics) take
 // the same lock, so they see the state between two batches. Thread-safe in that sense;
 // process() is for the one processing thread only.
@@ -74,6 +81,12 @@ class pipeline {
   // message timestamp (≤ 0 when the message has none), `wall_ms` the wall clock of the
   // batch. No allocation, no lock, no logging, no exception.
   verdict process(const message_view& message, std::int64_t event_ms, std::int64_t wall_ms) noexcept;
+  // The same for each message of a batch, in order: out[i] is the verdict of batch[i]
+  // (out.size() ≥ batch.size()), and the state and counters end as after the single calls.
+  // The items are extracted a group at a time (extractor::extract(span, span): one JSON
+  // parse for the group when it can). No allocation, no lock, no logging, no exception.
+  void process(std::span<const pipeline_input> batch, std::int64_t wall_ms,
+               std::span<verdict> out) noexcept;
   // Forwarding results reported by the sink (may come from the processing thread only).
   void add_forwarded(std::uint64_t n) noexcept { local_.forwarded += n; }
   void add_forward_failures(std::uint64_t n) noexcept { local_.forward_failures += n; }
@@ -107,6 +120,8 @@ class pipeline {
   [[nodiscard]] const std::string& parameters() const noexcept { return parameters_; }
 
  private:
+  // Feeds an extracted item (or counts its failure).
+  verdict feed(const extract_result& r, std::int64_t event_ms, std::int64_t wall_ms) noexcept;
   std::int64_t clock_of(std::int64_t event_ms, std::int64_t wall_ms) noexcept;
   std::string describe_json_locked() const;
   std::string describe_parameters() const;
@@ -120,6 +135,9 @@ class pipeline {
 
   mutable std::mutex mutex_;
   std::unique_lock<std::mutex> batch_lock_{mutex_, std::defer_lock};
+  // A group of a batch, for the extractor (extractor::kBatchMessages each).
+  std::vector<const message_view*> group_;
+  std::vector<extract_result> group_results_;
   pipeline_counters local_;      // processing thread only
   pipeline_counters published_;  // under mutex_
   // The pipeline's clock: the latest time seen, and the wall time when it was seen, so
