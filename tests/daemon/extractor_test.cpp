@@ -1,5 +1,6 @@
 #include "sketchd/pipeline/extractor.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -161,6 +162,45 @@ TEST(Extractor, BatchResultsEqualSingleResults) {
       }
     }
   }
+}
+
+// Clean streams take the joined parse; a stream with bad values now and then keeps most of
+// it (the values before a bad one are proven whole); a stream of mostly bad values loses
+// no result either.
+TEST(Extractor, BatchesParseCleanGroupsTogether) {
+  const auto run_stream = [](const std::vector<std::string>& values) {
+    extractor e({item_source::json, "/user/id", "", 1024});
+    std::vector<message_view> views(values.size());
+    std::vector<const message_view*> pointers;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      views[i].value = values[i];
+      pointers.push_back(&views[i]);
+    }
+    std::vector<extract_result> results(values.size());
+    std::size_t items = 0;
+    for (std::size_t done = 0; done < values.size();) {
+      const std::size_t n =
+          e.extract(std::span(pointers).subspan(done), std::span(results).subspan(done));
+      for (std::size_t i = done; i < done + n; ++i) {
+        items += results[i].failure == extract_failure::none ? 1 : 0;
+      }
+      done += n;
+    }
+    return std::make_pair(e.joined_messages(), items);
+  };
+  std::vector<std::string> clean;
+  for (int i = 0; i < 10000; ++i) clean.push_back(fmt::format(R"({{"user":{{"id":"u{}"}}}})", i));
+  EXPECT_EQ(run_stream(clean), std::make_pair(std::uint64_t{10000}, std::size_t{10000}));
+
+  std::vector<std::string> sparse = clean;
+  for (std::size_t i = 50; i < sparse.size(); i += 100) sparse[i] += " trailing";
+  const auto [sparse_joined, sparse_items] = run_stream(sparse);
+  EXPECT_EQ(sparse_items, 9900U);
+  EXPECT_GE(sparse_joined, 9000U);  // all but the bad values and the odd one before them
+
+  std::vector<std::string> dirty = clean;
+  for (std::size_t i = 0; i < dirty.size(); i += 2) dirty[i] = "not json";
+  EXPECT_EQ(run_stream(dirty).second, 5000U);
 }
 
 TEST(Extractor, OneMebibyteMessageIsParsed) {

@@ -67,6 +67,10 @@ std::vector<pointer_token> compile_pointer(std::string_view pointer) {
 
 namespace {
 constexpr std::size_t kInitialJsonCapacity = 64 * 1024;
+// JSON's whitespace (RFC 8259: space, tab, line feed, carriage return).
+constexpr bool json_blank(char c) noexcept {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 constexpr std::size_t kMaxScalarText = 32;  // a number printed back, shortest form
 }  // namespace
 
@@ -84,6 +88,12 @@ struct extractor::json_state {
   std::unique_ptr<char[]> joined;
   std::array<std::size_t, extractor::kBatchMessages> starts{};
   std::string arena;  // capacity kBatchBytes + kMaxScalarText · kBatchMessages
+  // The adaptation to bad values: the size of the next group, and after a group where
+  // nothing was proven whole, how many groups to parse one by one still and how many the
+  // next such group will make.
+  std::size_t group_limit = extractor::kBatchMessages;
+  std::size_t skip_groups = 0;
+  std::size_t backoff = 0;
 
   template <class T>
   std::string_view print(T v) noexcept {
@@ -212,47 +222,79 @@ std::size_t extractor::extract(std::span<const message_view* const> messages,
   }
   json_state& js = *json_;
   js.arena.clear();
-  // As many messages as fit in the joined buffer, each followed by a newline.
+  // The group: as many values as fit in the joined buffer (each followed by a newline),
+  // up to group_limit and up to the first blank value (which yields no document).
   std::size_t n = 0;
   std::size_t bytes = 0;
-  while (n < limit && bytes + messages[n]->value.size() + 1 <= kBatchBytes) {
+  while (n < std::min(limit, js.group_limit) &&
+         bytes + messages[n]->value.size() + 1 <= kBatchBytes && !is_blank(messages[n]->value)) {
     bytes += messages[n++]->value.size() + 1;
   }
-  if (n == 0) {  // one message larger than the buffer: parsed alone
+  if (n <= 1) {
+    // A blank value, a value larger than the buffer, or a group of one: alone (its item
+    // stays valid until the next call without a copy).
     results[0] = extract_json(messages[0]->value);
     return 1;
   }
-  if (n > 1 && extract_joined(messages.first(n), results)) return n;
-  // One by one, each item copied out of the parser before the next parse.
-  for (std::size_t i = 0; i < n; ++i) {
+  const auto alone = [&](std::size_t i) {
     results[i] = extract_json(messages[i]->value);
     if (results[i].failure == extract_failure::none) {
       results[i].item = json_state::keep(results[i].item, js.arena);
     }
+  };
+  if (js.skip_groups > 0) {
+    --js.skip_groups;
+    for (std::size_t i = 0; i < n; ++i) alone(i);
+    return n;
   }
+  const std::size_t whole = extract_joined(messages.first(n), results);
+  joined_messages_ += whole;
+  if (whole == n) {
+    js.backoff = 0;
+    js.group_limit = std::min(2 * js.group_limit, kBatchMessages);
+    return n;
+  }
+  if (whole > 0) {
+    // Keep the whole ones, take the first doubtful value alone, leave the rest to the next
+    // call. The next group is at most twice what this one proved, so that the first stage
+    // run over values that are then parsed again stays within about one more pass per
+    // value when bad values come often.
+    alone(whole);
+    js.backoff = 0;
+    js.group_limit = std::clamp(2 * (whole + 1), kMinGroup, kBatchMessages);
+    return whole + 1;
+  }
+  // Nothing proven: all alone, and the next groups too, for 1, 2, 4 … 64 groups while this
+  // goes on, so that a stream of bad values does not pay for each value twice.
+  for (std::size_t i = 0; i < n; ++i) alone(i);
+  js.backoff = std::min<std::size_t>(std::max<std::size_t>(1, 2 * js.backoff), 64);
+  js.skip_groups = js.backoff;
+  js.group_limit = kMinGroup;
   return n;
 }
 
-bool extractor::extract_joined(std::span<const message_view* const> messages,
-                               std::span<extract_result> results) noexcept {
+bool extractor::is_blank(std::string_view value) noexcept {
+  return std::all_of(value.begin(), value.end(), json_blank);
+}
+
+std::size_t extractor::extract_joined(std::span<const message_view* const> messages,
+                                      std::span<extract_result> results) noexcept {
   // The values, joined by newlines, are parsed as one stream of documents by simdjson's
   // parse_many (one pass of its first stage over the whole text instead of one per
-  // message). That gives exactly the per-message results only if every value is one whole
-  // document: so each value must yield one document, starting at its first non-blank
-  // byte, the stream must end without error or leftover bytes, and any doubt sends the
-  // whole group to the one-by-one path. A value that is not one document cannot pass: a
-  // document running on past its value's end would swallow the newline and the next
-  // value's start (or fail: a raw newline inside a string is an error), a value with
-  // something after its document yields a document that starts inside it, and a value
-  // that is blank yields none.
+  // message). A value's result is the one it would get alone only if the value is one
+  // whole document; the stream proves it for value i when value i's document starts at
+  // its first non-blank byte and the next document starts at value i + 1's (any other
+  // byte after a document, even a stray comma, would start a document of its own), or,
+  // for the last value, when the stream ends there without error or leftover bytes. A
+  // document running past its value's end swallows the newline and the next value's start
+  // (or fails: a raw newline inside a string is an error). Returns how many values, from
+  // the first, are proven whole; their results are set.
   json_state& js = *json_;
-  const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
   std::size_t at = 0;
   for (std::size_t i = 0; i < messages.size(); ++i) {
     const std::string_view v = messages[i]->value;
     std::size_t first = 0;
-    while (first < v.size() && blank(v[first])) ++first;
-    if (first == v.size()) return false;
+    while (first < v.size() && json_blank(v[first])) ++first;
     js.starts[i] = at + first;
     std::memcpy(js.joined.get() + at, v.data(), v.size());
     at += v.size();
@@ -262,20 +304,23 @@ bool extractor::extract_joined(std::span<const message_view* const> messages,
   simdjson::dom::document_stream stream;
   if (js.batch_parser.parse_many(js.joined.get(), at, kBatchBytes).get(stream) !=
       simdjson::SUCCESS) {
-    return false;
+    return 0;
   }
-  std::size_t i = 0;
+  std::size_t i = 0;  // documents found at their value's start
   for (auto it = stream.begin(); it != stream.end(); ++it) {
-    if (i == messages.size() || it.current_index() != js.starts[i]) return false;
+    // A document elsewhere: value i - 1 ran on, or has more after its document.
+    if (i == messages.size() || it.current_index() != js.starts[i]) return i == 0 ? 0 : i - 1;
+    // A document at value i's start that fails: values before i are whole.
     simdjson::dom::element root;
-    if ((*it).get(root) != simdjson::SUCCESS) return false;
+    if ((*it).get(root) != simdjson::SUCCESS) return i;
     // Each document of the stream is parsed into the same reused document: its item is
     // copied out before the next.
     extract_result r = item_of(root);
     if (r.failure == extract_failure::none) r.item = json_state::keep(r.item, js.arena);
     results[i++] = r;
   }
-  return i == messages.size() && stream.truncated_bytes() == 0;
+  if (i == messages.size() && stream.truncated_bytes() == 0) return i;
+  return i == 0 ? 0 : i - 1;
 }
 
 }  // namespace sketchd

@@ -72,14 +72,20 @@ class extractor {
   // return, for the first n messages, where n, returned, is at least 1 when both spans are
   // non-empty and at most kBatchMessages (and, for `json`, as many as fit in kBatchBytes).
   // The items stay valid until the next call of either extract(). For `json` the values are
-  // parsed together when each of them is exactly one JSON document (the common case: about
-  // half the cost per message on small messages), else one by one. No allocation, except
-  // for a single message larger than every earlier one (as extract()).
+  // joined and parsed together (simdjson's parse_many), and a value takes its result from
+  // that parse only when the parse proves it one whole JSON document; the first doubtful
+  // value is parsed alone, and the next group is shorter while bad values come often
+  // (down to kMinGroup). After a group where nothing was proven whole, the next groups are
+  // parsed one by one for a while (1, 2, 4 … 64 groups). No allocation, except for a single
+  // message larger than every earlier one (as extract()).
   static constexpr std::size_t kBatchMessages = 256;
+  static constexpr std::size_t kMinGroup = 8;
   static constexpr std::size_t kBatchBytes = 256 * 1024;
   std::size_t extract(std::span<const message_view* const> messages,
                       std::span<extract_result> results) noexcept;
   [[nodiscard]] const extractor_options& options() const noexcept { return options_; }
+  // Messages whose item came from a joined parse of their group, since construction.
+  [[nodiscard]] std::uint64_t joined_messages() const noexcept { return joined_messages_; }
 
  private:
   extract_result finish(std::string_view item) const noexcept;
@@ -87,12 +93,14 @@ class extractor {
   // The item at the pointer in a parsed document (a number printed back is valid until the
   // next one is printed).
   extract_result item_of(const simdjson::dom::element& root) noexcept;
-  bool extract_joined(std::span<const message_view* const> messages,
-                      std::span<extract_result> results) noexcept;
+  std::size_t extract_joined(std::span<const message_view* const> messages,
+                             std::span<extract_result> results) noexcept;
+  static bool is_blank(std::string_view value) noexcept;
 
   struct json_state;
   extractor_options options_;
   std::unique_ptr<json_state> json_;
+  std::uint64_t joined_messages_ = 0;
 };
 
 }  // namespace sketchd
