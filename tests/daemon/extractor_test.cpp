@@ -34,13 +34,15 @@ TEST(Extractor, ArrayIndexAndEscapedPointerTokens) {
 }
 
 TEST(Extractor, PointerFollowsRfc6901) {
-  const std::string doc = R"({"":"empty key","a":{"0":"member zero","":{"":"nested"}},"arr":["x",{"k~/":"esc"}],)"
+  const std::string doc = R"({"":"empty key","a":{"0":"member zero","":{"":"nested"}},)"
+                          R"("arr":["x",{"k~/":"esc"}],)"
                           R"("m~n":"tilde","dup":"first","dup":"second","n":5})";
   // The item, or the failure's name (an item points into its extractor: copied out here).
   const auto at = [&](const char* pointer) {
     extractor e({item_source::json, pointer, "", 1024});
     const extract_result r = run(e, doc);
-    return r.failure == extract_failure::none ? std::string(r.item) : "failure: " + std::string(to_string(r.failure));
+    return r.failure == extract_failure::none ? std::string(r.item)
+                                              : "failure: " + std::string(to_string(r.failure));
   };
   EXPECT_EQ(at("/"), "empty key");
   EXPECT_EQ(at("/a/0"), "member zero");  // "0" is a member name in an object

@@ -50,7 +50,9 @@ std::vector<pointer_token> compile_pointer(std::string_view pointer) {
         t.key += pointer[i];
       }
     }
-    const bool digits = !t.key.empty() && std::all_of(t.key.begin(), t.key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const bool digits = !t.key.empty() && std::all_of(t.key.begin(), t.key.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    });
     if (digits && (t.key.size() == 1 || t.key.front() != '0')) {
       std::size_t index = 0;
       const auto r = std::from_chars(t.key.data(), t.key.data() + t.key.size(), index);
@@ -63,9 +65,6 @@ std::vector<pointer_token> compile_pointer(std::string_view pointer) {
   return tokens;
 }
 
-}  // namespace
-
-namespace {
 constexpr std::size_t kInitialJsonCapacity = 64 * 1024;
 // JSON's whitespace (RFC 8259: space, tab, line feed, carriage return).
 constexpr bool json_blank(char c) noexcept {
@@ -306,21 +305,29 @@ std::size_t extractor::extract_joined(std::span<const message_view* const> messa
       simdjson::SUCCESS) {
     return 0;
   }
-  std::size_t i = 0;  // documents found at their value's start
+  std::size_t i = 0;     // documents found at their value's start
+  std::size_t kept = 0;  // the arena before the last value's item: dropped if it is not whole
+  const auto last_not_whole = [&] {
+    js.arena.resize(kept);  // shrinking: no allocation
+    return i - 1;
+  };
   for (auto it = stream.begin(); it != stream.end(); ++it) {
     // A document elsewhere: value i - 1 ran on, or has more after its document.
-    if (i == messages.size() || it.current_index() != js.starts[i]) return i == 0 ? 0 : i - 1;
+    if (i == messages.size() || it.current_index() != js.starts[i]) {
+      return i == 0 ? 0 : last_not_whole();
+    }
     // A document at value i's start that fails: values before i are whole.
     simdjson::dom::element root;
     if ((*it).get(root) != simdjson::SUCCESS) return i;
     // Each document of the stream is parsed into the same reused document: its item is
     // copied out before the next.
     extract_result r = item_of(root);
+    kept = js.arena.size();
     if (r.failure == extract_failure::none) r.item = json_state::keep(r.item, js.arena);
     results[i++] = r;
   }
   if (i == messages.size() && stream.truncated_bytes() == 0) return i;
-  return i == 0 ? 0 : i - 1;
+  return i == 0 ? 0 : last_not_whole();
 }
 
 }  // namespace sketchd
