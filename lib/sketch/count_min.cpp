@@ -111,24 +111,37 @@ std::uint64_t count_min_sketch::update(hash128 h, std::uint32_t weight) noexcept
   index_sequence columns(h, width_);
   std::uint32_t* row = counters_.data();
   if (!conservative_) {
+    // Locals: a store to a counter could alias the members, which would be reloaded.
+    const std::uint32_t width = width_;
+    const std::uint32_t depth = depth_;
     std::uint32_t minimum = kSaturated;
-    for (std::uint32_t r = 0; r < depth_; ++r, row += width_) {
+    for (std::uint32_t r = 0; r < depth; ++r, row += width) {
       std::uint32_t& counter = row[columns.next()];
       counter = saturating_add(counter, weight);
       minimum = std::min(minimum, counter);
     }
     return minimum == kSaturated ? total_ : minimum;
   }
+  return update_conservative(columns, weight);
+}
+
+// Out of line, so that the plain update above needs neither the stack array nor the saved
+// registers of this one.
+std::uint64_t count_min_sketch::update_conservative(index_sequence columns,
+                                                    std::uint32_t weight) noexcept {
+  std::uint32_t* const counters = counters_.data();
+  const std::uint32_t width = width_;
+  const std::uint32_t depth = depth_;
   positions at;
   std::uint32_t minimum = kSaturated;
-  for (std::uint32_t r = 0; r < depth_; ++r, row += width_) {
-    std::uint32_t* counter = row + columns.next();
-    at[r] = static_cast<std::size_t>(counter - counters_.data());
-    minimum = std::min(minimum, *counter);
+  std::size_t row_start = 0;
+  for (std::uint32_t r = 0; r < depth; ++r, row_start += width) {
+    at[r] = row_start + static_cast<std::size_t>(columns.next());
+    minimum = std::min(minimum, counters[at[r]]);
   }
   const std::uint32_t target = saturating_add(minimum, weight);
-  for (std::uint32_t r = 0; r < depth_; ++r) {
-    std::uint32_t& counter = counters_[at[r]];
+  for (std::uint32_t r = 0; r < depth; ++r) {
+    std::uint32_t& counter = counters[at[r]];
     counter = std::max(counter, target);
   }
   return target == kSaturated ? total_ : target;
@@ -141,10 +154,12 @@ std::uint64_t count_min_sketch::update_mirrored(hash128 h, std::uint32_t weight,
   index_sequence columns(h, width_);
   std::uint32_t* const own = counters_.data();
   std::uint32_t* const sum = mirror.counters_.data();
+  const std::uint32_t width = width_;
+  const std::uint32_t depth = depth_;
   std::uint32_t minimum = kSaturated;  // of the mirror's counters after the update
   if (!conservative_) {
     std::size_t row_start = 0;
-    for (std::uint32_t r = 0; r < depth_; ++r, row_start += width_) {
+    for (std::uint32_t r = 0; r < depth; ++r, row_start += width) {
       const std::size_t at = row_start + static_cast<std::size_t>(columns.next());
       const std::uint32_t raised = saturating_add(own[at], weight);
       sum[at] = saturating_add(sum[at], raised - own[at]);
@@ -157,12 +172,12 @@ std::uint64_t count_min_sketch::update_mirrored(hash128 h, std::uint32_t weight,
   positions at;
   std::uint32_t own_minimum = kSaturated;
   std::size_t row_start = 0;
-  for (std::uint32_t r = 0; r < depth_; ++r, row_start += width_) {
+  for (std::uint32_t r = 0; r < depth; ++r, row_start += width) {
     at[r] = row_start + static_cast<std::size_t>(columns.next());
     own_minimum = std::min(own_minimum, own[at[r]]);
   }
   const std::uint32_t target = saturating_add(own_minimum, weight);
-  for (std::uint32_t r = 0; r < depth_; ++r) {
+  for (std::uint32_t r = 0; r < depth; ++r) {
     std::uint32_t& counter = own[at[r]];
     std::uint32_t& m = sum[at[r]];
     if (counter < target) {

@@ -150,6 +150,9 @@ class count_min_sketch {
 
   void locate(hash128 h, positions& out) const noexcept;
   [[nodiscard]] std::uint64_t estimate_at(const positions& at) const noexcept;
+  // The conservative half of update(): total_ already counts `weight`.
+  [[gnu::noinline]] std::uint64_t update_conservative(index_sequence columns,
+                                                      std::uint32_t weight) noexcept;
   // update(h, weight) (plain or conservative), and each counter's increment added to the
   // mirror's counter at the same position, so that the mirror stays the counter-wise sum of
   // the sketches mirrored into it; N of both grows by `weight`. Returns the mirror's new

@@ -47,8 +47,8 @@ top_k_tracker::top_k_tracker(std::uint32_t k, double phi, std::uint32_t capacity
   require_params(k, phi, capacity);
   if (capacity_ == 0) capacity_ = default_capacity(k, phi);
   slots_.resize(capacity_);
+  estimates_.resize(capacity_);
   bytes_.resize(std::size_t{capacity_} * kMaxItemBytes);
-  heap_.resize(capacity_);
   // At most half full, so probe sequences stay short and always end at an empty entry.
   index_.assign(std::bit_ceil(std::size_t{capacity_} * 2), kEmpty);
   events_.resize(std::max(kMinEventCapacity, capacity_));
@@ -82,7 +82,7 @@ void top_k_tracker::record(enum heavy_event::kind kind, std::uint32_t s, std::ui
   event_record& e = events_[(event_head_ + event_count_) % events_.size()];
   ++event_count_;
   e.kind = kind;
-  e.estimate = slots_[s].estimate;
+  e.estimate = estimates_[s];
   e.window_items = n;
   e.length = slots_[s].length;
   if (e.length > 0) std::memcpy(e.bytes, bytes_.data() + std::size_t{s} * kMaxItemBytes, e.length);
@@ -125,81 +125,53 @@ void top_k_tracker::index_erase(hash128 h) noexcept {
   index_[hole] = kEmpty;
 }
 
-bool top_k_tracker::heap_less(std::uint32_t a, std::uint32_t b) const noexcept {
-  const slot& x = slots_[a];
-  const slot& y = slots_[b];
-  if (x.estimate != y.estimate) return x.estimate < y.estimate;
-  if (x.hash.high != y.hash.high) return x.hash.high < y.hash.high;
-  return x.hash.low < y.hash.low;
-}
-
-void top_k_tracker::heap_place(std::uint32_t pos, std::uint32_t s) noexcept {
-  heap_[pos] = s;
-  slots_[s].heap_pos = pos;
-}
-
-void top_k_tracker::sift_up(std::uint32_t pos) noexcept {
-  const std::uint32_t s = heap_[pos];
-  while (pos > 0) {
-    const std::uint32_t parent = (pos - 1) / 2;
-    if (!heap_less(s, heap_[parent])) break;
-    heap_place(pos, heap_[parent]);
-    pos = parent;
+std::uint32_t top_k_tracker::smallest() noexcept {
+  std::uint32_t best = 0;
+  for (std::uint32_t s = 1; s < size_; ++s) {
+    if (estimates_[s] > estimates_[best]) continue;
+    if (estimates_[s] < estimates_[best]) {
+      best = s;
+      continue;
+    }
+    const hash128& x = slots_[s].hash;
+    const hash128& y = slots_[best].hash;
+    if (x.high < y.high || (x.high == y.high && x.low < y.low)) best = s;
   }
-  heap_place(pos, s);
-}
-
-void top_k_tracker::sift_down(std::uint32_t pos) noexcept {
-  const std::uint32_t s = heap_[pos];
-  for (;;) {
-    std::uint32_t child = 2 * pos + 1;
-    if (child >= size_) break;
-    if (child + 1 < size_ && heap_less(heap_[child + 1], heap_[child])) ++child;
-    if (!heap_less(heap_[child], s)) break;
-    heap_place(pos, heap_[child]);
-    pos = child;
-  }
-  heap_place(pos, s);
+  min_bound_ = estimates_[best];
+  return best;
 }
 
 void top_k_tracker::rebuild() noexcept {
   std::fill(index_.begin(), index_.end(), kEmpty);
+  min_bound_ = UINT64_MAX;
   for (std::uint32_t s = 0; s < size_; ++s) {
     index_insert(s);
-    heap_place(s, s);
+    min_bound_ = std::min(min_bound_, estimates_[s]);
   }
-  for (std::uint32_t pos = size_ / 2; pos-- > 0;) sift_down(pos);
 }
 
 void top_k_tracker::offer(hash128 h, std::string_view item, std::uint64_t estimate,
                           std::uint64_t n) noexcept {
   if (estimate == 0) return;
   std::uint32_t s = find(h);
-  if (s != kEmpty) {
-    slot& c = slots_[s];
-    const std::uint64_t before = c.estimate;
-    c.estimate = estimate;
-    if (estimate > before) sift_down(c.heap_pos);
-    if (estimate < before) sift_up(c.heap_pos);
-  } else if (size_ < capacity_) {
-    s = size_++;
-    slots_[s] = slot{h, estimate, 0, 0, false};
+  if (s == kEmpty) {
+    if (size_ < capacity_) {
+      s = size_++;
+    } else {
+      // A newcomer must exceed the smallest candidate; at or under the bound it cannot.
+      if (estimate <= min_bound_) return;
+      s = smallest();
+      if (estimate <= estimates_[s]) return;
+      if (slots_[s].heavy) record(heavy_event::kind::leave, s, n);
+      index_erase(slots_[s].hash);
+      // The bound stays valid: the evicted estimate was the minimum and this one exceeds it.
+    }
+    slots_[s] = slot{h, 0, false};
     store_item(s, item);
     index_insert(s);
-    heap_place(size_ - 1, s);
-    sift_up(size_ - 1);
-  } else {
-    s = heap_[0];
-    slot& c = slots_[s];
-    if (estimate <= c.estimate) return;
-    if (c.heavy) record(heavy_event::kind::leave, s, n);
-    index_erase(c.hash);
-    c = slot{h, estimate, 0, 0, false};
-    store_item(s, item);
-    index_insert(s);
-    heap_place(0, s);
-    sift_down(0);
   }
+  estimates_[s] = estimate;
+  min_bound_ = std::min(min_bound_, estimate);
   slot& c = slots_[s];
   if (!c.heavy && is_heavy(estimate, n)) {
     c.heavy = true;
@@ -211,14 +183,16 @@ void top_k_tracker::settle(std::uint64_t n) noexcept {
   std::uint32_t kept = 0;
   for (std::uint32_t s = 0; s < size_; ++s) {
     slot& c = slots_[s];
-    const bool heavy = c.heavy ? stays_heavy(c.estimate, n) : is_heavy(c.estimate, n);
+    const std::uint64_t estimate = estimates_[s];
+    const bool heavy = c.heavy ? stays_heavy(estimate, n) : is_heavy(estimate, n);
     if (heavy != c.heavy) {
       c.heavy = heavy;
       record(heavy ? heavy_event::kind::enter : heavy_event::kind::leave, s, n);
     }
-    if (c.estimate == 0) continue;
+    if (estimate == 0) continue;
     if (kept != s) {
       slots_[kept] = c;
+      estimates_[kept] = estimate;
       std::memcpy(bytes_.data() + std::size_t{kept} * kMaxItemBytes,
                   bytes_.data() + std::size_t{s} * kMaxItemBytes, c.length);
     }
@@ -244,12 +218,12 @@ std::vector<top_k_tracker::entry> top_k_tracker::top() const {
   std::vector<std::uint32_t> order;
   order.reserve(size_);
   for (std::uint32_t s = 0; s < size_; ++s) {
-    if (slots_[s].estimate > 0) order.push_back(s);
+    if (estimates_[s] > 0) order.push_back(s);
   }
   const auto before = [this](std::uint32_t a, std::uint32_t b) {
     const slot& x = slots_[a];
     const slot& y = slots_[b];
-    if (x.estimate != y.estimate) return x.estimate > y.estimate;
+    if (estimates_[a] != estimates_[b]) return estimates_[a] > estimates_[b];
     if (const int c = item_of(a).compare(item_of(b)); c != 0) return c < 0;
     if (x.hash.high != y.hash.high) return x.hash.high < y.hash.high;
     return x.hash.low < y.hash.low;
@@ -260,19 +234,20 @@ std::vector<top_k_tracker::entry> top_k_tracker::top() const {
   std::vector<entry> out;
   out.reserve(shown);
   for (std::size_t i = 0; i < shown; ++i) {
-    const slot& c = slots_[order[i]];
-    out.push_back(entry{std::string(item_of(order[i])), c.estimate, c.heavy});
+    const std::uint32_t s = order[i];
+    out.push_back(entry{std::string(item_of(s)), estimates_[s], slots_[s].heavy});
   }
   return out;
 }
 
 std::size_t top_k_tracker::size_bytes() const noexcept {
-  return slots_.size() * sizeof(slot) + bytes_.size() + heap_.size() * sizeof(std::uint32_t) +
+  return slots_.size() * sizeof(slot) + estimates_.size() * sizeof(std::uint64_t) + bytes_.size() +
          index_.size() * sizeof(std::uint32_t) + events_.size() * sizeof(event_record);
 }
 
 void top_k_tracker::clear() noexcept {
   size_ = 0;
+  min_bound_ = UINT64_MAX;
   std::fill(index_.begin(), index_.end(), kEmpty);
   event_head_ = 0;
   event_count_ = 0;
@@ -306,7 +281,7 @@ std::string top_k_tracker::serialize() const {
     const slot& c = slots_[s];
     out.u64(c.hash.low);
     out.u64(c.hash.high);
-    out.u64(c.estimate);
+    out.u64(estimates_[s]);
     out.u8(c.heavy ? 1 : 0);
     out.str(item_of(s));
   }
@@ -330,16 +305,17 @@ top_k_tracker top_k_tracker::deserialize(std::string_view record) {
     slot c;
     c.hash.low = in.u64();
     c.hash.high = in.u64();
-    c.estimate = in.u64();
+    const std::uint64_t estimate = in.u64();
     const std::uint8_t heavy = in.u8();
     const std::uint32_t length = in.u32();
-    in.require(c.estimate > 0, fmt::format("candidate {} has estimate 0", s));
+    in.require(estimate > 0, fmt::format("candidate {} has estimate 0", s));
     in.require(heavy <= 1, fmt::format("candidate {}: heavy flag {} is not 0 or 1", s, heavy));
     in.require(length <= kMaxItemBytes, fmt::format("candidate {}: item of {} bytes, more than {}",
                                                     s, length, kMaxItemBytes));
     in.require(tracker.find(c.hash) == kEmpty, fmt::format("candidate {} is a duplicate", s));
     c.heavy = heavy == 1;
     tracker.slots_[s] = c;
+    tracker.estimates_[s] = estimate;
     tracker.store_item(s, in.view(length));
     tracker.size_ = s + 1;
     tracker.index_insert(s);

@@ -1,7 +1,8 @@
-// Heavy hitters over a Count-Min sketch: a bounded set of candidates kept in a min-heap on
-// their estimates (the "CMS + heap" method of G. Cormode and S. Muthukrishnan, "An Improved
-// Data Stream Summary: The Count-Min Sketch and its Applications", J. Algorithms 55(1),
-// 2005, section 5.1; seed lecture 000, "HH(k)").
+// Heavy hitters over a Count-Min sketch: a bounded set of candidates, the smallest evicted
+// by a larger newcomer (the "CMS + heap" method of G. Cormode and S. Muthukrishnan, "An
+// Improved Data Stream Summary: The Count-Min Sketch and its Applications", J. Algorithms
+// 55(1), 2005, section 5.1; seed lecture 000, "HH(k)"), with the heap replaced by a lower
+// bound on the smallest estimate.
 #pragma once
 
 #include <cstddef>
@@ -27,8 +28,12 @@ struct heavy_event {
 // Up to `capacity` candidate items, each with its hash, its bytes, its last estimate and
 // whether it is heavy (estimate ≥ φ·N). The caller estimates an item with a Count-Min sketch
 // and offers it; the tracker keeps it if it is already a candidate, if a slot is free, or if
-// its estimate exceeds the smallest candidate's, which it evicts (O(log c) through an
-// indexed min-heap, O(1) lookup through an open-addressing index on the hash).
+// its estimate exceeds the smallest candidate's, which it evicts. Lookup is O(1) through an
+// open-addressing index on the hash. Instead of a min-heap, which would sift on every offer
+// of a candidate, the tracker keeps a lower bound on the smallest estimate: an offer of a
+// candidate only stores its estimate, a newcomer at or under the bound is rejected at once,
+// and only a newcomer above it scans the c estimates (O(c)) for the exact minimum, which
+// then becomes the bound. Evictions are those of a min-heap ordered by (estimate, hash).
 //
 // Guarantee (Cormode & Muthukrishnan 2005, section 5.1), when the sketch's estimates never
 // undercount and are within εN of the truth: with capacity > k, every item whose true count
@@ -91,19 +96,19 @@ class top_k_tracker {
   // one, so it returns before the index lookup. No allocation.
   void offer_growing(hash128 h, std::string_view item, std::uint64_t estimate,
                      std::uint64_t n) noexcept {
-    if (size_ == capacity_ && size_ > 0 && estimate < slots_[heap_[0]].estimate) return;
+    if (size_ == capacity_ && estimate < min_bound_) return;
     offer(h, item, estimate, n);
   }
 
   // Re-estimates every candidate with `estimate_of_hash(hash128) -> uint64` (after a window
-  // slides, estimates can drop), restores the heap, records leave events for heavy candidates
-  // now below (1 − kHysteresis)·φ·n and enter events for new ones, and forgets candidates whose estimate
-  // is 0. Call it after each rotation, once per batch, and before reading top(). O(c log c)
-  // at most, no allocation.
+  // slides, estimates can drop), records leave events for heavy candidates
+  // now below (1 − kHysteresis)·φ·n and enter events for new ones, and forgets candidates whose
+  // estimate is 0. Call it after each rotation, once per batch, and before reading top(). O(c), no
+  // allocation.
   template <class Estimator>
   void refresh(Estimator&& estimate_of_hash, std::uint64_t n) {
     for (std::uint32_t i = 0; i < size_; ++i) {
-      slots_[i].estimate = static_cast<std::uint64_t>(estimate_of_hash(slots_[i].hash));
+      estimates_[i] = static_cast<std::uint64_t>(estimate_of_hash(slots_[i].hash));
     }
     settle(n);
   }
@@ -122,7 +127,7 @@ class top_k_tracker {
   [[nodiscard]] std::uint32_t capacity() const noexcept { return capacity_; }
   [[nodiscard]] std::uint32_t size() const noexcept { return size_; }
   [[nodiscard]] std::uint64_t seed() const noexcept { return seed_; }
-  // Bytes of the fixed buffers (candidates, item bytes, index, heap, events).
+  // Bytes of the fixed buffers (candidates, estimates, item bytes, index, events).
   [[nodiscard]] std::size_t size_bytes() const noexcept;
 
   // Forgets every candidate and pending event.
@@ -140,8 +145,6 @@ class top_k_tracker {
 
   struct slot {
     hash128 hash;
-    std::uint64_t estimate = 0;
-    std::uint32_t heap_pos = 0;
     std::uint16_t length = 0;
     bool heavy = false;
   };
@@ -164,17 +167,15 @@ class top_k_tracker {
   void index_insert(std::uint32_t s) noexcept;
   void index_erase(hash128 h) noexcept;
 
-  // Heap order: estimate, then hash, so the minimum is unique and eviction deterministic.
-  [[nodiscard]] bool heap_less(std::uint32_t a, std::uint32_t b) const noexcept;
-  void heap_place(std::uint32_t pos, std::uint32_t s) noexcept;
-  void sift_up(std::uint32_t pos) noexcept;
-  void sift_down(std::uint32_t pos) noexcept;
+  // The candidate evicted next: the smallest by (estimate, hash), unique, so eviction is
+  // deterministic. Sets min_bound_ to its estimate. Precondition: size_ > 0. O(c).
+  [[nodiscard]] std::uint32_t smallest() noexcept;
   void rebuild() noexcept;
   void settle(std::uint64_t n) noexcept;
 
-  std::vector<slot> slots_;           // capacity; slots [0, size_) are in use
-  std::vector<char> bytes_;           // capacity × kMaxItemBytes: slot s at s·kMaxItemBytes
-  std::vector<std::uint32_t> heap_;   // size_ slot numbers, min-heap by heap_less
+  std::vector<slot> slots_;               // capacity; slots [0, size_) are in use
+  std::vector<std::uint64_t> estimates_;  // capacity: slot s's last estimate, > 0 when in use
+  std::vector<char> bytes_;               // capacity × kMaxItemBytes: slot s at s·kMaxItemBytes
   std::vector<std::uint32_t> index_;  // linear probing on the hash: slot number or kEmpty
   std::vector<event_record> events_;  // ring buffer
   std::size_t event_head_ = 0;        // oldest event
@@ -185,6 +186,9 @@ class top_k_tracker {
   std::uint32_t k_;
   std::uint32_t capacity_;
   std::uint32_t size_ = 0;
+  // ≤ every candidate's estimate (UINT64_MAX when there is none): lowered by offers, raised
+  // to the exact minimum by smallest(), refresh() and deserialize().
+  std::uint64_t min_bound_ = UINT64_MAX;
 };
 
 }  // namespace sketch
