@@ -16,6 +16,8 @@
 // test_and_insert on 16-byte strings and so INCLUDE one XXH3-128 per item, for all alike.
 //
 // Size classes:
+//   in_l1:        20,000 items, filters of 23-26 KiB (the 32 KiB L1 data cache holds them),
+//                 to show the structure's own work with no cache miss at all;
 //   in_cache:     250,000 items, filters of 290-330 KiB (the L2 of one core holds them);
 //   out_of_cache: 208M pre-filled items + 16.8M new, filters of >= 256 MiB, the set 2.4 GB.
 // Beside them:
@@ -88,6 +90,7 @@ struct workload_spec {
 
 // The main workloads: half duplicates. Both end with prefill + length/2 distinct items.
 constexpr workload_spec kInCache{125'000, 250'000, 50};
+constexpr workload_spec kInL1{10'000, 20'000, 50};
 constexpr workload_spec kOutOfCache{208'000'000, std::uint64_t{1} << 25, 50};
 // The in-cache size class with every item new, or every item a duplicate (the same 250,000
 // distinct items at the end): what the "already present?" branch costs.
@@ -392,6 +395,18 @@ const auto kExact = [](std::uint64_t n) { return exact_dedup(n); };
 const auto kFloor = [](std::uint64_t n) { return one_line_floor(n); };
 
 void register_benchmarks() {
+  // In L1: repeated passes until --benchmark_min_time.
+  benchmark::RegisterBenchmark("Dedup/in_l1/classic",
+                               [](benchmark::State& st) { dedup_on_hashes(st, kInL1, kClassic); });
+  benchmark::RegisterBenchmark("Dedup/in_l1/blocked",
+                               [](benchmark::State& st) { dedup_on_hashes(st, kInL1, kBlocked); });
+  benchmark::RegisterBenchmark("Dedup/in_l1/blocked_batch", [](benchmark::State& st) {
+    dedup_batch_on_hashes(st, kInL1, kBlocked);
+  });
+  benchmark::RegisterBenchmark("Dedup/in_l1/exact_set",
+                               [](benchmark::State& st) { dedup_on_hashes(st, kInL1, kExact); });
+  benchmark::RegisterBenchmark("Dedup/in_l1/floor_one_line",
+                               [](benchmark::State& st) { dedup_on_hashes(st, kInL1, kFloor); });
   // In cache: repeated passes until --benchmark_min_time.
   benchmark::RegisterBenchmark("Dedup/in_cache/classic", [](benchmark::State& st) {
     dedup_on_hashes(st, kInCache, kClassic);
