@@ -101,10 +101,10 @@ class top_k_tracker {
   }
 
   // Re-estimates every candidate with `estimate_of_hash(hash128) -> uint64` (after a window
-  // slides, estimates can drop), records leave events for heavy candidates
-  // now below (1 − kHysteresis)·φ·n and enter events for new ones, and forgets candidates whose
-  // estimate is 0. Call it after each rotation, once per batch, and before reading top(). O(c), no
-  // allocation.
+  // slides, estimates can drop), records leave events for heavy candidates now below
+  // (1 − kHysteresis)·φ·n and enter events for new ones, and forgets candidates whose
+  // estimate is 0. Call it after each rotation, once per batch, and before reading top().
+  // O(c), no allocation.
   template <class Estimator>
   void refresh(Estimator&& estimate_of_hash, std::uint64_t n) {
     for (std::uint32_t i = 0; i < size_; ++i) {
