@@ -215,6 +215,39 @@ TEST(TopK, EvictedHeavyCandidateLeaves) {
   EXPECT_THAT(tracker.top(), ElementsAre(top_k_tracker::entry{"b", 20, true}));
 }
 
+// The tracker rejects newcomers against a lower bound on the smallest estimate, which goes
+// stale when the smallest candidate grows: a stale bound must neither admit a newcomer that
+// cannot enter nor evict anything but the smallest candidate by (estimate, hash), and an
+// estimate lowered by offer() must lower the bound.
+TEST(TopK, EvictsTheSmallestCandidateWhateverTheBound) {
+  top_k_tracker tracker(4, 1.0, 4);  // φ = 1: nothing becomes heavy, no events
+  const auto h = [](std::string_view s) { return hash_item(s, kDefaultSeed); };
+  const auto items = [&] {
+    std::set<std::string> out;
+    for (const auto& e : tracker.top()) out.insert(e.item);
+    return out;
+  };
+  constexpr std::uint64_t n = 1'000'000;
+  tracker.offer(h("a"), "a", 5, n);
+  tracker.offer(h("b"), "b", 6, n);
+  tracker.offer(h("c"), "c", 7, n);
+  tracker.offer(h("d"), "d", 8, n);
+  tracker.offer(h("a"), "a", 20, n);         // the smallest grows: the bound (5) is stale
+  tracker.offer_growing(h("e"), "e", 6, n);  // 6 > 5 but not > b's 6: rejected
+  EXPECT_EQ(items(), (std::set<std::string>{"a", "b", "c", "d"}));
+  tracker.offer_growing(h("f"), "f", 7, n);  // 7 > 6: evicts b
+  EXPECT_EQ(items(), (std::set<std::string>{"a", "c", "d", "f"}));
+  // c and f tie at 7: the one with the smaller hash (high, then low) goes first.
+  const bool c_first =
+      std::make_pair(h("c").high, h("c").low) < std::make_pair(h("f").high, h("f").low);
+  tracker.offer_growing(h("g"), "g", 8, n);
+  EXPECT_EQ(items(), (std::set<std::string>{"a", "d", "g", c_first ? "f" : "c"}));
+  tracker.offer(h("d"), "d", 1, n);  // lowered: the bound follows
+  tracker.offer(h("i"), "i", 2, n);  // 2 > 1: evicts d
+  EXPECT_EQ(items(), (std::set<std::string>{"a", "g", "i", c_first ? "f" : "c"}));
+  EXPECT_TRUE(tracker.drain_events().empty());
+}
+
 TEST(TopK, TopIsOrderedByEstimateThenItem) {
   top_k_tracker tracker(3, 0.5, 8);
   const auto offer = [&](std::string_view s, std::uint64_t estimate) {
