@@ -25,6 +25,8 @@
 //     which shows what the unpredictable "already present?" answer costs;
 //   floor_one_line: not a dedup structure, the cost of touching one random cache line per
 //     item in an array of the blocked filter's size (see one_line_floor);
+//     floor_one_line_batch (out of cache): the same in batches, prefetching as far ahead as
+//     blocked_batch, the floor of a prefetching batch;
 //   blocked_batch, exact_set_batch: the same stream handed over in batches of kBatch hashes,
 //     to blocked_bloom_filter::test_and_insert(span, span) (which prefetches the block of
 //     item i + 32 while it processes item i), and to the set with the same look-ahead through
@@ -238,9 +240,11 @@ struct one_line_floor {
   explicit one_line_floor(std::uint64_t n)
       : blocks(blocked_bloom_filter::bits_for(n, kFpr) / blocked_bloom_filter::kBlockBits),
         words(blocks * blocked_bloom_filter::kWordsPerBlock, 0) {}
+  [[nodiscard]] std::uint32_t* word_of(const hash128& h) noexcept {
+    return &words[sketch::reduce(h.high, blocks) * blocked_bloom_filter::kWordsPerBlock];
+  }
   bool test_and_insert(hash128 h) noexcept {
-    std::uint32_t& word =
-        words[sketch::reduce(h.high, blocks) * blocked_bloom_filter::kWordsPerBlock];
+    std::uint32_t& word = *word_of(h);
     const std::uint32_t bit = std::uint32_t{1} << (h.low & 31);
     const bool present = (word & bit) != 0;
     word |= bit;
@@ -248,6 +252,17 @@ struct one_line_floor {
   }
   bool test_and_insert(std::string_view s) noexcept {
     return test_and_insert(sketch::hash_item(s, sketch::kDefaultSeed));
+  }
+  // The floor of a batch: the same line per item, prefetched as far ahead as the blocked
+  // filter's batch call prefetches.
+  void test_and_insert_batch(std::span<const hash128> hashes, std::span<bool> present) noexcept {
+    constexpr std::size_t kAhead = blocked_bloom_filter::kPrefetchDistance;
+    const std::size_t n = hashes.size();
+    for (std::size_t i = 0; i < std::min(n, kAhead); ++i) __builtin_prefetch(word_of(hashes[i]), 1);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i + kAhead < n) __builtin_prefetch(word_of(hashes[i + kAhead]), 1);
+      present[i] = test_and_insert(hashes[i]);
+    }
   }
   void clear() { std::fill(words.begin(), words.end(), 0U); }
   [[nodiscard]] double bytes() const {
@@ -459,6 +474,9 @@ void register_benchmarks() {
   })->Iterations(iterations);
   benchmark::RegisterBenchmark("Dedup/out_of_cache/floor_one_line", [](benchmark::State& st) {
     dedup_on_hashes(st, kOutOfCache, kFloor);
+  })->Iterations(iterations);
+  benchmark::RegisterBenchmark("Dedup/out_of_cache/floor_one_line_batch", [](benchmark::State& st) {
+    dedup_batch_on_hashes(st, kOutOfCache, kFloor);
   })->Iterations(iterations);
 }
 
