@@ -1,8 +1,8 @@
 // The baseline of bench/kafka_throughput.sh: a bare librdkafka client that does nothing per
 // message, with exactly the consumer settings of sketchd's source (sketchd/kafka/source.cpp:
-// cooperative-sticky, fetch.wait.max.ms 100, queued.min.messages 100000, offsets stored by
-// the application once per batch, batches of up to --batch messages polled like
-// source::poll_batch).
+// cooperative-sticky, fetch.wait.max.ms 100, queued.min.messages 1000000, offsets stored by
+// the application once per batch and partition with rd_kafka_offsets_store(), batches of up
+// to --batch messages polled like source::poll_batch).
 //
 //   kafka_bare consume --brokers B --topic T --group G --count N [--batch 1000]
 //       reads N messages and prints "rate: R msg/s" (first message to the Nth)
@@ -96,6 +96,10 @@ int run(const options& o, bool pipe) {
   }
   std::vector<rd_kafka_message_t*> batch;
   batch.reserve(o.batch);
+  // Consume mode: offset + 1 of the batch's last message per partition (-1: none), and the
+  // partitions the batch touched.
+  std::vector<std::int64_t> batch_next;
+  std::vector<std::int32_t> touched;
   std::uint64_t consumed = 0;
   clock_type::time_point first{};
   while (consumed < o.count || (pipe && state.delivered + state.failed < o.count)) {
@@ -131,13 +135,28 @@ int run(const options& o, bool pipe) {
           rd_kafka_poll(producer.get(), 10);
         }
       } else {
-        // Nothing per message; store the batch's offsets as sketchd does.
-        rd_kafka_offset_store(m->rkt, m->partition, m->offset);
+        // Nothing per message but noting its position, to store the batch's offsets as
+        // sketchd does: once per batch and partition.
+        const auto p = static_cast<std::size_t>(m->partition);
+        if (p >= batch_next.size()) batch_next.resize(p + 1, -1);
+        if (batch_next[p] < 0) touched.push_back(m->partition);
+        batch_next[p] = std::max(batch_next[p], m->offset + 1);
       }
       rd_kafka_message_destroy(m);
     }
     consumed += batch.size();
     batch.clear();
+    if (!touched.empty()) {
+      sketchd::kafka::topic_partition_list_ptr list(
+          rd_kafka_topic_partition_list_new(static_cast<int>(touched.size())));
+      for (const std::int32_t p : touched) {
+        auto& next = batch_next[static_cast<std::size_t>(p)];
+        rd_kafka_topic_partition_list_add(list.get(), o.topic.c_str(), p)->offset = next;
+        next = -1;
+      }
+      rd_kafka_offsets_store(consumer.get(), list.get());
+      touched.clear();
+    }
     if (pipe) {
       rd_kafka_poll(producer.get(), 0);
       if (!state.next.empty()) {
