@@ -16,6 +16,10 @@
 #      times come from polling sketchd_messages_consumed_total every 20 ms (the resolution
 #      of its figure), so the group join before the first message is not counted for
 #      either side.
+#      Each sketchd round also prints sketchd's CPU time per message by thread over the
+#      same interval, from /proc (10 ms ticks): main (processing), poller (sketchd-poll,
+#      the source's read-ahead), librdkafka (its threads), other (HTTP, …). With a core per
+#      busy thread, the rate is bounded by the busiest one; on 2 cores, by their sum.
 #   4. medians, and the ratios to the goals.
 #
 # Note the forward comparison: the bare pipe forwards every message, sketchd only the
@@ -105,9 +109,23 @@ EOF
   "$sketchd" run --config "$work/$name.yaml" >"$work/$name.out" 2>"$work/$name.err" &
   local pid=$!
   pids+=("$pid")
-  python3 - "$port" "$n" "$output" <<'EOF'
-import re, sys, time, urllib.request
-port, n, output = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+  python3 - "$port" "$n" "$output" "$pid" "$work/$name.threads" <<'EOF'
+import os, re, sys, time, urllib.request
+port, n, output, pid, threads_file = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+tick = os.sysconf("SC_CLK_TCK")
+def thread_cpu():
+    """CPU seconds by thread (main, poller, librdkafka, other), from /proc."""
+    cpu = {"main": 0.0, "poller": 0.0, "librdkafka": 0.0, "other": 0.0}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            comm = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
+            fields = open(f"/proc/{pid}/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        kind = ("main" if tid == pid else "poller" if comm == "sketchd-poll"
+                else "librdkafka" if comm.startswith("rdk:") else "other")
+        cpu[kind] += (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    return cpu
 def scrape():
     try:
         return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
@@ -124,8 +142,10 @@ while time.time() < deadline:
     consumed = value(text, "sketchd_messages_consumed_total")
     if consumed > 0 and first is None:
         first = t
+        cpu_first = thread_cpu()
     if consumed >= n:
         last = t
+        cpu_last = thread_cpu()
         break
     time.sleep(0.02)
 if last is None:
@@ -137,6 +157,8 @@ if output:  # the forward path: until every first-seen event is delivered
             last = time.monotonic()
             break
         time.sleep(0.02)
+with open(threads_file, "w") as f:  # CPU ns per message by thread, while consuming
+    f.write(" ".join(f"{k}={(cpu_last[k] - cpu_first[k]) / n * 1e9:.0f}" for k in cpu_last) + "\n")
 print(f"{n / (last - first):.0f}")
 EOF
   kill -TERM "$pid"
@@ -156,6 +178,7 @@ for r in $(seq "$repeat"); do
   rates[bare_pipe]+=" $(bare_rate pipe "bare-pipe-$r" --output pipe)"
   rates[sketchd_forward]+=" $(sketchd_rate "forward-$r" out)"
   echo "round $r: bare consume${rates[bare_consume]##* } sketchd${rates[sketchd]##* } bare pipe${rates[bare_pipe]##* } sketchd forward${rates[sketchd_forward]##* } (msg/s)"
+  echo "         sketchd CPU ns per message by thread: $(cat "$work/sketchd-$r.threads")"
 done
 
 python3 - "${rates[bare_consume]}" "${rates[sketchd]}" "${rates[bare_pipe]}" "${rates[sketchd_forward]}" <<'EOF'

@@ -8,7 +8,9 @@
 //     → (every summary_interval) one log line per pipeline
 //
 // One processing thread (this one) owns the pipelines' state and serves the producer's
-// delivery reports; librdkafka and the HTTP server run their own threads. Signals only set
+// delivery reports; the source reads the next batch on a poller thread of its own while
+// this one processes (and runs the rebalance hooks here, between batches); librdkafka
+// and the HTTP server run their own threads. Signals only set
 // a flag that the loop reads; on SIGINT or SIGTERM the loop finishes its batch, waits for
 // the outputs to be delivered, writes a snapshot, commits the offsets, and returns 0.
 //

@@ -1,5 +1,6 @@
 #include "sketchd/kafka/source.h"
 
+#include <pthread.h>
 #include <simdjson.h>
 #include <spdlog/spdlog.h>
 
@@ -37,6 +38,10 @@ class rate_limited {
   std::uint64_t suppressed_ = 0;
 };
 
+// True on the source's poller thread (the thread librdkafka runs the callbacks on, except
+// during close(), when the owner's thread serves them).
+thread_local bool on_poller_thread = false;
+
 bool find_header(const void* context, std::string_view name, std::string_view* out) {
   auto* m = static_cast<rd_kafka_message_t*>(const_cast<void*>(context));
   rd_kafka_headers_t* headers = nullptr;
@@ -68,17 +73,26 @@ struct source::callbacks {
       while (index < self->options_.topics.size() && self->options_.topics[index] != tp.topic) ++index;
       list.push_back({index, tp.partition});
     }
+    hook_request request;
+    request.assign = assign;
+    request.partitions = list;
     if (!assign) {
-      self->drop_from_batch(list);
-      if (self->on_revoke_) self->on_revoke_(list);
+      // What is not handed over yet is never processed here: the new owner reads it.
+      self->filling_->drop(list);
+      {
+        std::lock_guard lock(self->queue_mutex_);
+        if (self->ready_full_) self->ready_->drop(list);
+      }
+      self->run_on_owner(request);
       // Offsets stored so far are committed before the partitions go to another member.
       const rd_kafka_resp_err_t c = rd_kafka_commit(rk, nullptr, 0);
       if (c && c != RD_KAFKA_RESP_ERR__NO_OFFSET) {
         log()->warn("commit before revocation failed: {}", rd_kafka_err2str(c));
       }
-    } else if (self->on_assign_) {
+    } else {
+      self->run_on_owner(request);
       for (int i = 0; i < partitions->cnt; ++i) {
-        if (const auto start = self->on_assign_(list[static_cast<std::size_t>(i)])) {
+        if (const auto start = request.starts[static_cast<std::size_t>(i)]) {
           partitions->elems[i].offset = *start;
           log()->info("partition {} [{}] starts at offset {} (restored state)", partitions->elems[i].topic,
                       partitions->elems[i].partition, *start);
@@ -185,8 +199,12 @@ source::source(const source_options& options)
     rd_kafka_topic_partition_list_add(topics.get(), t.c_str(), RD_KAFKA_PARTITION_UA);
   }
   throw_if_error(rd_kafka_subscribe(consumer_.get(), topics.get()), "subscribe");
-  messages_.reserve(options_.batch_size);
-  records_.reserve(options_.batch_size);
+  for (auto* b : {&filling_, &ready_, &current_}) {
+    *b = std::make_unique<batch>();
+    (*b)->messages.reserve(options_.batch_size);
+    (*b)->records.reserve(options_.batch_size);
+  }
+  poller_ = std::thread([this] { poll_loop(); });
 }
 
 source::~source() {
@@ -197,10 +215,28 @@ source::~source() {
   }
 }
 
-void source::release_batch() {
-  for (rd_kafka_message_t* m : messages_) rd_kafka_message_destroy(m);
-  messages_.clear();
-  records_.clear();
+void source::batch::release() noexcept {
+  for (rd_kafka_message_t* m : messages) rd_kafka_message_destroy(m);
+  messages.clear();
+  records.clear();
+}
+
+void source::batch::drop(std::span<const topic_partition> revoked) noexcept {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const bool gone =
+        std::find(revoked.begin(), revoked.end(),
+                  topic_partition{records[i].topic_index, records[i].partition}) != revoked.end();
+    if (gone) {
+      rd_kafka_message_destroy(messages[i]);
+      continue;
+    }
+    records[kept] = records[i];
+    messages[kept] = messages[i];
+    ++kept;
+  }
+  records.resize(kept);
+  messages.resize(kept);
 }
 
 std::size_t source::topic_index(const rd_kafka_message_t* m) {
@@ -214,42 +250,131 @@ std::size_t source::topic_index(const rd_kafka_message_t* m) {
   return index;
 }
 
-std::span<const record> source::poll_batch() {
+void source::poll_loop() {
+  on_poller_thread = true;
+  // Named for `top -H` and the benchmark harness, which reads its CPU time.
+  pthread_setname_np(pthread_self(), "sketchd-poll");
   static rate_limited message_errors;
-  release_batch();
-  if (closed_) return {};
-  int timeout = options_.poll_timeout_ms;
-  while (messages_.size() < options_.batch_size) {
-    rd_kafka_message_t* m = rd_kafka_consumer_poll(consumer_.get(), timeout);
-    if (m == nullptr) break;
-    timeout = 0;  // after the first message, only what is already there
-    if (m->err) {
-      if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-        ++message_errors_;
-        message_errors.warn("consume error{}: {}",
-                            m->rkt ? fmt::format(" [topic {}, partition {}]", rd_kafka_topic_name(m->rkt), m->partition)
-                                   : std::string(),
-                            rd_kafka_message_errstr(m));
+  // Short waits, so that close() is not held up by an idle topic.
+  const int wait_ms = std::min(options_.poll_timeout_ms, 100);
+  for (;;) {
+    {
+      std::lock_guard lock(queue_mutex_);
+      if (stopping_) break;
+    }
+    batch& b = *filling_;
+    int timeout = wait_ms;
+    while (b.messages.size() < options_.batch_size) {
+      rd_kafka_message_t* m = rd_kafka_consumer_poll(consumer_.get(), timeout);
+      if (m == nullptr) break;
+      timeout = 0;  // after the first message, only what is already there
+      if (m->err) {
+        if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+          ++message_errors_;
+          message_errors.warn("consume error{}: {}",
+                              m->rkt ? fmt::format(" [topic {}, partition {}]",
+                                                   rd_kafka_topic_name(m->rkt), m->partition)
+                                     : std::string(),
+                              rd_kafka_message_errstr(m));
+        }
+        rd_kafka_message_destroy(m);
+        continue;
       }
-      rd_kafka_message_destroy(m);
+      b.messages.push_back(m);
+      record r;
+      r.topic_index = topic_index(m);
+      r.partition = m->partition;
+      r.offset = m->offset;
+      rd_kafka_timestamp_type_t type;
+      r.timestamp_ms = rd_kafka_message_timestamp(m, &type);
+      r.view.has_key = m->key != nullptr;
+      r.view.key = std::string_view(static_cast<const char*>(m->key), m->key ? m->key_len : 0);
+      r.view.value =
+          std::string_view(static_cast<const char*>(m->payload), m->payload ? m->len : 0);
+      r.view.find_header = &find_header;
+      r.view.header_context = m;
+      r.native = m;
+      b.records.push_back(r);
+    }
+    if (b.messages.empty()) continue;
+    std::unique_lock lock(queue_mutex_);
+    queue_cv_.wait(lock, [this] { return !ready_full_ || stopping_; });
+    if (stopping_) break;
+    std::swap(ready_, filling_);
+    ready_full_ = true;
+    lock.unlock();
+    queue_cv_.notify_all();
+  }
+  std::lock_guard lock(queue_mutex_);
+  poller_done_ = true;
+  queue_cv_.notify_all();
+}
+
+void source::run_hook(hook_request& request) {
+  if (!request.assign) {
+    if (on_revoke_) on_revoke_(request.partitions);
+    return;
+  }
+  request.starts.assign(request.partitions.size(), std::nullopt);
+  if (!on_assign_) return;
+  for (std::size_t i = 0; i < request.partitions.size(); ++i)
+    request.starts[i] = on_assign_(request.partitions[i]);
+}
+
+void source::run_on_owner(hook_request& request) {
+  if (!on_poller_thread) {
+    run_hook(request);
+    return;
+  }
+  std::unique_lock lock(queue_mutex_);
+  pending_ = &request;
+  queue_cv_.notify_all();
+  queue_cv_.wait(lock, [&request] { return request.done; });
+}
+
+void source::serve_pending(std::unique_lock<std::mutex>& lock) {
+  hook_request* request = pending_;
+  pending_ = nullptr;
+  lock.unlock();
+  // The poller waits for `done` whatever happens: a hook that throws must not leave it
+  // (and close()) waiting forever.
+  struct release_poller {
+    source& self;
+    std::unique_lock<std::mutex>& lock;
+    hook_request& request;
+    ~release_poller() {
+      if (!lock.owns_lock()) lock.lock();
+      request.done = true;
+      self.queue_cv_.notify_all();
+    }
+  } release{*this, lock, *request};
+  run_hook(*request);
+}
+
+std::span<const record> source::poll_batch() {
+  current_->release();
+  if (closed_) return {};
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.poll_timeout_ms);
+  std::unique_lock lock(queue_mutex_);
+  for (;;) {
+    if (pending_) {
+      serve_pending(lock);
       continue;
     }
-    messages_.push_back(m);
-    record r;
-    r.topic_index = topic_index(m);
-    r.partition = m->partition;
-    r.offset = m->offset;
-    rd_kafka_timestamp_type_t type;
-    r.timestamp_ms = rd_kafka_message_timestamp(m, &type);
-    r.view.has_key = m->key != nullptr;
-    r.view.key = std::string_view(static_cast<const char*>(m->key), m->key ? m->key_len : 0);
-    r.view.value = std::string_view(static_cast<const char*>(m->payload), m->payload ? m->len : 0);
-    r.view.find_header = &find_header;
-    r.view.header_context = m;
-    r.native = m;
-    records_.push_back(r);
+    if (ready_full_) {
+      std::swap(current_, ready_);
+      ready_full_ = false;
+      lock.unlock();
+      queue_cv_.notify_all();
+      return current_->records;
+    }
+    if (poller_done_ || !queue_cv_.wait_until(lock, deadline, [this] {
+          return pending_ != nullptr || ready_full_ || poller_done_;
+        })) {
+      return {};
+    }
   }
-  return records_;
 }
 
 void source::store_offsets(std::span<const partition_offset> offsets) {
@@ -272,26 +397,9 @@ void source::store_offsets(std::span<const partition_offset> offsets) {
   }
 }
 
-void source::drop_from_batch(std::span<const topic_partition> revoked) {
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < records_.size(); ++i) {
-    const bool gone = std::find(revoked.begin(), revoked.end(),
-                                topic_partition{records_[i].topic_index, records_[i].partition}) != revoked.end();
-    if (gone) {
-      rd_kafka_message_destroy(messages_[i]);
-      continue;
-    }
-    records_[kept] = records_[i];
-    messages_[kept] = messages_[i];
-    ++kept;
-  }
-  records_.resize(kept);
-  messages_.resize(kept);
-}
-
 void source::pause() {
   if (paused_ || closed_) return;
-  paused_ = true;
+  paused_ = true;  // read by the rebalance callback, on the poller thread
   rd_kafka_topic_partition_list_t* assignment = nullptr;
   if (rd_kafka_assignment(consumer_.get(), &assignment) == RD_KAFKA_RESP_ERR_NO_ERROR && assignment) {
     topic_partition_list_ptr owned(assignment);
@@ -302,7 +410,26 @@ void source::pause() {
 void source::close() {
   if (closed_ || !consumer_) return;
   closed_ = true;
-  release_batch();
+  {
+    // The poller may be inside a rebalance, waiting for its hooks: serve them until it stops.
+    std::unique_lock lock(queue_mutex_);
+    stopping_ = true;
+    queue_cv_.notify_all();
+    while (!poller_done_) {
+      if (pending_) {
+        try {
+          serve_pending(lock);
+        } catch (const std::exception& e) {
+          log()->error("rebalance hook while closing: {}", e.what());
+        }
+        continue;
+      }
+      queue_cv_.wait(lock, [this] { return pending_ != nullptr || poller_done_; });
+    }
+  }
+  if (poller_.joinable()) poller_.join();
+  for (auto* b : {&filling_, &ready_, &current_}) (*b)->release();
+  ready_full_ = false;
   const rd_kafka_resp_err_t err = rd_kafka_commit(consumer_.get(), nullptr, 0);
   if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET) log()->warn("final commit failed: {}", rd_kafka_err2str(err));
   const rd_kafka_resp_err_t closed = rd_kafka_consumer_close(consumer_.get());

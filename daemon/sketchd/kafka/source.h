@@ -8,14 +8,30 @@
 // close(). Rebalancing is cooperative-sticky unless the user's properties choose
 // otherwise; both protocols are handled.
 //
+// Read-ahead: a poller thread of the source reads the next batch from librdkafka while
+// the owner processes the current one, so polling and processing run on two cores:
+//
+//   poller thread:  rd_kafka_consumer_poll … ─► filling ─► ready (one batch ahead) ┐
+//   owner thread:   poll_batch() takes `ready` ◄─────────────────────────────────────┘
+//                   (releasing the batch before it), processes it, stores offsets
+//
+// At most three batches exist (filling, ready, the owner's). The poller never touches
+// the owner's state: librdkafka runs the rebalance callback on the poller thread, which
+// drops the revoked partitions' messages from the batches not yet handed over and then
+// hands the hooks below to the owner, waiting until the owner has run them inside
+// poll_batch() (between two batches, as without read-ahead) before the partitions are
+// committed and unassigned.
+//
 // Hooks let the daemon act inside a rebalance: before partitions are revoked (to deliver
 // and store what it can for them), and when partitions are assigned (to start them at
-// the offsets of a restored snapshot instead of the committed ones).
+// the offsets of a restored snapshot instead of the committed ones). Both run on the
+// owner's thread.
 #pragma once
 
 #include <atomic>
-#include <functional>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,6 +39,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "sketchd/kafka/error.h"
@@ -73,7 +90,7 @@ struct partition_lag {
 };
 
 // Not thread-safe, one owner (the processing thread), except lag(), assigned_partitions()
-// and fatal_error(), which any thread may call.
+// and fatal_error(), which any thread may call. The poller thread is internal.
 class source {
  public:
   // Creates the consumer and subscribes. Throws kafka_error for a bad property (named,
@@ -83,18 +100,19 @@ class source {
   source(const source&) = delete;
   source& operator=(const source&) = delete;
 
-  // Waits up to poll_timeout for a first message, then takes what is already there, up
-  // to batch_size. Serves the client's callbacks (rebalance, statistics, errors). Message
-  // errors are logged (rate-limited) and skipped. Never throws on input.
+  // Releases the previous batch and waits up to poll_timeout for the next one (the poller
+  // thread's: what librdkafka had, up to batch_size, from the first message on). Runs the
+  // rebalance hooks when a rebalance is waiting for them. Message errors are logged
+  // (rate-limited) and skipped by the poller. Never throws on input.
   [[nodiscard]] std::span<const record> poll_batch();
 
   // Stores offsets to be committed. Offsets of partitions revoked meanwhile are dropped:
   // the partition's new owner reads those messages again.
   void store_offsets(std::span<const partition_offset> offsets);
 
-  // Called inside poll_batch() before partitions are revoked, after the messages of the
-  // batch being collected that belong to them are dropped; the stored offsets are
-  // committed right after the hook returns.
+  // Called inside poll_batch() (or close()) before partitions are revoked, after the
+  // messages that belong to them are dropped from the batches not yet handed over; the
+  // stored offsets are committed right after the hook returns.
   void on_revoke(std::function<void(std::span<const topic_partition>)> hook) { on_revoke_ = std::move(hook); }
   // Called inside poll_batch() when a partition is assigned: the offset to start at, or
   // nullopt for the committed offset (or auto.offset.reset).
@@ -107,7 +125,8 @@ class source {
   void pause();
   [[nodiscard]] bool paused() const noexcept { return paused_; }
 
-  // Commits the stored offsets synchronously and leaves the group. Idempotent.
+  // Stops the poller (its unprocessed read-ahead is dropped: those offsets were never
+  // stored), commits the stored offsets synchronously and leaves the group. Idempotent.
   void close();
 
   // Consumer lag per assigned partition, from the statistics callback.
@@ -120,24 +139,53 @@ class source {
 
  private:
   struct callbacks;
+  // The messages of one batch and their records (records[i] views messages[i]).
+  struct batch {
+    std::vector<rd_kafka_message_s*> messages;
+    std::vector<record> records;
+    void release() noexcept;
+    void drop(std::span<const topic_partition> revoked) noexcept;
+  };
+  // A rebalance hook to run on the owner's thread, posted by the poller's rebalance callback.
+  struct hook_request {
+    bool assign = false;
+    std::span<const topic_partition> partitions;
+    std::vector<std::optional<std::int64_t>> starts;  // out: per partition, for assign
+    bool done = false;
+  };
   std::size_t topic_index(const rd_kafka_message_s* m);
-  void release_batch();
-  void drop_from_batch(std::span<const topic_partition> revoked);
+  void poll_loop();
+  void run_hook(hook_request& request);
+  // Runs the request on the owner's thread: directly when called there (close()), else
+  // posted to poll_batch() and waited for.
+  void run_on_owner(hook_request& request);
+  void serve_pending(std::unique_lock<std::mutex>& lock);
 
   source_options options_;
   std::unique_ptr<rd_kafka_s, void (*)(rd_kafka_s*)> consumer_;
-  std::vector<rd_kafka_message_s*> messages_;  // owned between poll_batch() calls
-  std::vector<record> records_;
   std::function<void(std::span<const topic_partition>)> on_revoke_;
   std::function<std::optional<std::int64_t>(const topic_partition&)> on_assign_;
-  bool paused_ = false;
-  std::vector<std::pair<const void*, std::size_t>> topic_cache_;  // rkt → topic index
+  std::atomic<bool> paused_{false};
   std::atomic<std::size_t> assigned_{0};
   mutable std::mutex mutex_;  // guards lag_ and fatal_
   std::vector<partition_lag> lag_;
   std::optional<std::string> fatal_;
-  bool closed_ = false;
-  std::uint64_t message_errors_ = 0;
+  bool closed_ = false;  // owner only
+
+  // Read-ahead. filling_ belongs to the poller; current_ to the owner; ready_, the flags
+  // and pending_ are guarded by queue_mutex_.
+  std::unique_ptr<batch> filling_;
+  std::unique_ptr<batch> ready_;
+  std::unique_ptr<batch> current_;
+  std::mutex queue_mutex_;
+  std::condition_variable queue_cv_;
+  bool ready_full_ = false;
+  bool stopping_ = false;
+  bool poller_done_ = false;
+  hook_request* pending_ = nullptr;
+  std::vector<std::pair<const void*, std::size_t>> topic_cache_;  // rkt → topic index (poller)
+  std::uint64_t message_errors_ = 0;                              // poller
+  std::thread poller_;
 };
 
 }  // namespace sketchd::kafka
