@@ -147,48 +147,6 @@ std::uint64_t count_min_sketch::update_conservative(index_sequence columns,
   return target == kSaturated ? total_ : target;
 }
 
-std::uint64_t count_min_sketch::update_mirrored(hash128 h, std::uint32_t weight,
-                                                 count_min_sketch& mirror) noexcept {
-  total_ += weight;
-  mirror.total_ += weight;
-  index_sequence columns(h, width_);
-  std::uint32_t* const own = counters_.data();
-  std::uint32_t* const sum = mirror.counters_.data();
-  const std::uint32_t width = width_;
-  const std::uint32_t depth = depth_;
-  std::uint32_t minimum = kSaturated;  // of the mirror's counters after the update
-  if (!conservative_) {
-    std::size_t row_start = 0;
-    for (std::uint32_t r = 0; r < depth; ++r, row_start += width) {
-      const std::size_t at = row_start + static_cast<std::size_t>(columns.next());
-      const std::uint32_t raised = saturating_add(own[at], weight);
-      sum[at] = saturating_add(sum[at], raised - own[at]);
-      own[at] = raised;
-      minimum = std::min(minimum, sum[at]);
-    }
-    return minimum == kSaturated ? mirror.total_ : minimum;
-  }
-  // Conservative: the same raise as update(); the mirror gets each counter's increment.
-  positions at;
-  std::uint32_t own_minimum = kSaturated;
-  std::size_t row_start = 0;
-  for (std::uint32_t r = 0; r < depth; ++r, row_start += width) {
-    at[r] = row_start + static_cast<std::size_t>(columns.next());
-    own_minimum = std::min(own_minimum, own[at[r]]);
-  }
-  const std::uint32_t target = saturating_add(own_minimum, weight);
-  for (std::uint32_t r = 0; r < depth; ++r) {
-    std::uint32_t& counter = own[at[r]];
-    std::uint32_t& m = sum[at[r]];
-    if (counter < target) {
-      m = saturating_add(m, target - counter);
-      counter = target;
-    }
-    minimum = std::min(minimum, m);
-  }
-  return minimum == kSaturated ? mirror.total_ : minimum;
-}
-
 std::uint64_t count_min_sketch::estimate(hash128 h) const noexcept {
   positions at;
   locate(h, at);

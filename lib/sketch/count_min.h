@@ -127,7 +127,7 @@ class count_min_sketch {
   // the parameter (width, depth, seed) that differs.
   void merge(const count_min_sketch& other);
 
-  // Removes a sketch that was merged (or mirrored) into this one: counter-wise difference, N
+  // Removes a sketch that was merged into this one: counter-wise difference, N
   // minus part's N. A counter of this sketch that had saturated stays saturated, since its
   // true value is unknown, so estimates never undercount. Returns the number of counters
   // left saturated that way (0 means the result is exact). Throws std::invalid_argument
@@ -153,12 +153,6 @@ class count_min_sketch {
   // The conservative half of update(): total_ already counts `weight`.
   [[gnu::noinline]] std::uint64_t update_conservative(index_sequence columns,
                                                       std::uint32_t weight) noexcept;
-  // update(h, weight) (plain or conservative), and each counter's increment added to the
-  // mirror's counter at the same position, so that the mirror stays the counter-wise sum of
-  // the sketches mirrored into it; N of both grows by `weight`. Returns the mirror's new
-  // estimate of the item. One pass over the rows (two for conservative update).
-  std::uint64_t update_mirrored(hash128 h, std::uint32_t weight,
-                                count_min_sketch& mirror) noexcept;
   // Counter-wise saturating sum; the caller has checked compatibility.
   void add_counters(const count_min_sketch& other) noexcept;
   void require_compatible(const count_min_sketch& other, const char* operation) const;

@@ -2,12 +2,23 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <numbers>
 #include <stdexcept>
 
 #include "sketch/serialize.h"
 
 namespace sketch {
 namespace {
+
+constexpr std::uint32_t kSaturated = count_min_sketch::kSaturated;
+
+std::uint32_t saturating_add(std::uint32_t a, std::uint32_t b) noexcept {
+  const std::uint32_t sum = a + b;
+  return sum < a ? kSaturated : sum;
+}
 
 // Upper bound of the counters of all slices and the sum together (4 GiB).
 constexpr std::uint64_t kMaxWindowCounters = count_min_sketch::kMaxCounters;
@@ -56,32 +67,75 @@ const rolling_count_min_options& checked(const rolling_count_min_options& o) {
 
 rolling_count_min::rolling_count_min(const rolling_count_min_options& options)
     : options_(checked(options)),
-      sum_(count_min_sketch::from_error(options.epsilon, options.delta, options.seed)),
+      width_(count_min_sketch::suggest_width(options.epsilon)),
+      depth_(count_min_sketch::suggest_depth(options.delta)),
+      cells_(std::size_t{width_} * depth_, cell{0, 0}),
       tracker_(options.top_k, options.threshold, 0, options.seed),
       slice_ms_(options.window_ms / options.buckets) {
-  buckets_.reserve(options.buckets);
-  for (std::uint32_t i = 0; i < options.buckets; ++i) {
-    buckets_.emplace_back(sum_.width(), sum_.depth(), options.seed, options.conservative);
+  past_.reserve(options.buckets - 1);
+  for (std::uint32_t i = 0; i + 1 < options.buckets; ++i) {
+    past_.emplace_back(width_, depth_, options.seed, options.conservative);
   }
+}
+
+double rolling_count_min::epsilon() const noexcept { return std::numbers::e / width_; }
+
+double rolling_count_min::delta() const noexcept { return std::exp(-static_cast<double>(depth_)); }
+
+std::uint64_t rolling_count_min::estimate(hash128 h) const noexcept {
+  index_sequence columns(h, width_);
+  const cell* row = cells_.data();
+  std::uint32_t minimum = kSaturated;
+  for (std::uint32_t r = 0; r < depth_; ++r, row += width_) {
+    minimum = std::min(minimum, row[columns.next()].sum);
+  }
+  return minimum == kSaturated ? window_total_ : minimum;
 }
 
 void rolling_count_min::clear_window() noexcept {
-  for (count_min_sketch& b : buckets_) b.clear();
-  sum_.clear();
+  std::fill(cells_.begin(), cells_.end(), cell{0, 0});
+  for (count_min_sketch& b : past_) b.clear();
+  window_total_ = 0;
+  current_total_ = 0;
+  oldest_ = 0;
   current_ = 0;
 }
 
+// The oldest slice leaves the sum and the current one takes its place in the ring of
+// completed slices, in one pass over the counters; the new current slice starts empty.
 void rolling_count_min::rotate() noexcept {
-  const std::uint32_t oldest = (current_ + 1) % options_.buckets;
-  const std::uint64_t stuck = sum_.subtract(buckets_[oldest]);
-  buckets_[oldest].clear();
-  if (stuck > 0) {
-    // Saturated counters of the sum do not know what is left once the slice is gone:
-    // recompute the sum from the remaining slices so it is exact again.
-    sum_.clear();
-    for (const count_min_sketch& b : buckets_) sum_.add_counters(b);
+  if (past_.empty()) {  // one bucket: the window is the current slice alone
+    clear_window();
+    return;
   }
-  current_ = oldest;
+  count_min_sketch& oldest = past_[oldest_];
+  std::uint32_t* const old = oldest.counters_.data();
+  std::uint64_t stuck = 0;
+  for (std::size_t i = 0; i < cells_.size(); ++i) {
+    cell& c = cells_[i];
+    // Saturated counters of the sum do not know what is left once the slice is gone.
+    if (c.sum == kSaturated) {
+      stuck += old[i] != 0 ? 1 : 0;
+    } else {
+      c.sum -= std::min(c.sum, old[i]);  // old ≤ sum always; clamp all the same
+    }
+    old[i] = c.current;
+    c.current = 0;
+  }
+  window_total_ -= std::min(window_total_, oldest.total_);
+  oldest.total_ = current_total_;
+  current_total_ = 0;
+  oldest_ = (oldest_ + 1) % static_cast<std::uint32_t>(past_.size());
+  current_ = (current_ + 1) % options_.buckets;
+  if (stuck > 0) {
+    // Recompute the sum from the slices (the current one is empty) so it is exact again.
+    for (cell& c : cells_) c.sum = 0;
+    for (const count_min_sketch& b : past_) {
+      for (std::size_t i = 0; i < cells_.size(); ++i) {
+        cells_[i].sum = saturating_add(cells_[i].sum, b.counters_[i]);
+      }
+    }
+  }
 }
 
 void rolling_count_min::advance(std::int64_t now_ms) noexcept {
@@ -104,21 +158,77 @@ void rolling_count_min::advance(std::int64_t now_ms) noexcept {
   refresh();
 }
 
+// The slice's update (plain or conservative, as count_min_sketch::update) with each
+// counter's increment added to the sum beside it. Returns the sum's new estimate.
+std::uint64_t rolling_count_min::update_cells(hash128 h, std::uint32_t weight) noexcept {
+  current_total_ += weight;
+  window_total_ += weight;
+  index_sequence columns(h, width_);
+  cell* const cells = cells_.data();
+  const std::uint32_t width = width_;
+  const std::uint32_t depth = depth_;
+  std::uint32_t minimum = kSaturated;  // of the sum's counters after the update
+  if (!options_.conservative) {
+    std::size_t row_start = 0;
+    for (std::uint32_t r = 0; r < depth; ++r, row_start += width) {
+      cell& c = cells[row_start + static_cast<std::size_t>(columns.next())];
+      const std::uint32_t raised = saturating_add(c.current, weight);
+      c.sum = saturating_add(c.sum, raised - c.current);
+      c.current = raised;
+      minimum = std::min(minimum, c.sum);
+    }
+    return minimum == kSaturated ? window_total_ : minimum;
+  }
+  // Conservative: raise the slice's counters to at most its minimum + weight.
+  std::array<cell*, count_min_sketch::kMaxDepth> at;
+  std::uint32_t slice_minimum = kSaturated;
+  std::size_t row_start = 0;
+  for (std::uint32_t r = 0; r < depth; ++r, row_start += width) {
+    at[r] = cells + row_start + static_cast<std::size_t>(columns.next());
+    slice_minimum = std::min(slice_minimum, at[r]->current);
+  }
+  const std::uint32_t target = saturating_add(slice_minimum, weight);
+  for (std::uint32_t r = 0; r < depth; ++r) {
+    cell& c = *at[r];
+    if (c.current < target) {
+      c.sum = saturating_add(c.sum, target - c.current);
+      c.current = target;
+    }
+    minimum = std::min(minimum, c.sum);
+  }
+  return minimum == kSaturated ? window_total_ : minimum;
+}
+
 std::uint64_t rolling_count_min::update(hash128 h, std::string_view item, std::int64_t now_ms,
                                         std::uint32_t weight) noexcept {
   advance(now_ms);
-  const std::uint64_t estimate = buckets_[current_].update_mirrored(h, weight, sum_);
-  tracker_.offer_growing(h, item, estimate, sum_.total());  // advance() refreshed
+  const std::uint64_t estimate = update_cells(h, weight);
+  tracker_.offer_growing(h, item, estimate, window_total_);  // advance() refreshed
   return estimate;
 }
 
 void rolling_count_min::refresh() noexcept {
-  tracker_.refresh([this](hash128 h) noexcept { return sum_.estimate(h); }, sum_.total());
+  tracker_.refresh([this](hash128 h) noexcept { return estimate(h); }, window_total_);
+}
+
+count_min_sketch rolling_count_min::current_sketch() const {
+  count_min_sketch s(width_, depth_, options_.seed, options_.conservative);
+  for (std::size_t i = 0; i < cells_.size(); ++i) s.counters_[i] = cells_[i].current;
+  s.total_ = current_total_;
+  return s;
+}
+
+count_min_sketch rolling_count_min::sum_sketch() const {
+  // The sum is recorded as a plain sketch (it only ever receives the slices' increments).
+  count_min_sketch s(width_, depth_, options_.seed, false);
+  for (std::size_t i = 0; i < cells_.size(); ++i) s.counters_[i] = cells_[i].sum;
+  s.total_ = window_total_;
+  return s;
 }
 
 std::size_t rolling_count_min::size_bytes() const noexcept {
-  std::size_t bytes = sum_.size_bytes() + tracker_.size_bytes();
-  for (const count_min_sketch& b : buckets_) bytes += b.size_bytes();
+  std::size_t bytes = cells_.size() * sizeof(cell) + tracker_.size_bytes();
+  for (const count_min_sketch& b : past_) bytes += b.size_bytes();
   return bytes;
 }
 
@@ -153,8 +263,11 @@ std::string rolling_count_min::serialize() const {
   out.u8(started_ ? 1 : 0);
   out.u32(current_);
   out.i64(slice_index_);
-  for (const count_min_sketch& b : buckets_) out.record(b.serialize());
-  out.record(sum_.serialize());
+  for (std::uint32_t p = 0; p < options_.buckets; ++p) {
+    const std::uint32_t age = age_of(p);
+    out.record(age + 1 == options_.buckets ? current_sketch().serialize() : past(age).serialize());
+  }
+  out.record(sum_sketch().serialize());
   out.record(tracker_.serialize());
   return std::move(out).finish();
 }
@@ -191,33 +304,42 @@ rolling_count_min rolling_count_min::deserialize(std::string_view record) {
       fmt::format("{} bytes cannot hold the {} counters of the window", in.remaining(), counters));
 
   rolling_count_min r(o);
+  r.current_ = current;
   const auto read_sketch = [&](const char* what) {
     count_min_sketch s = count_min_sketch::deserialize(in.record());
-    in.require(s.compatible(r.sum_),
+    in.require(s.width() == r.width_ && s.depth() == r.depth_ && s.seed() == o.seed,
                fmt::format("{}: width {}, depth {}, seed {:#x} do not match the options (width {}, "
                            "depth {}, seed {:#x})",
-                           what, s.width(), s.depth(), s.seed(), r.sum_.width(), r.sum_.depth(),
-                           r.sum_.seed()));
+                           what, s.width(), s.depth(), s.seed(), r.width_, r.depth_, o.seed));
     return s;
   };
-  for (std::uint32_t i = 0; i < o.buckets; ++i) {
+  // The sum of the slices, computed as they are read; the record's own sum must equal it.
+  count_min_sketch sum(r.width_, r.depth_, o.seed, false);
+  for (std::uint32_t p = 0; p < o.buckets; ++p) {
     count_min_sketch b = read_sketch("slice");
     in.require(b.conservative() == o.conservative,
-               fmt::format("slice {}: update mode does not match the options", i));
-    r.buckets_[i] = std::move(b);
+               fmt::format("slice {}: update mode does not match the options", p));
+    sum.add_counters(b);
+    const std::uint32_t age = r.age_of(p);
+    if (age + 1 == o.buckets) {
+      for (std::size_t i = 0; i < r.cells_.size(); ++i) r.cells_[i].current = b.counters_[i];
+      r.current_total_ = b.total_;
+    } else {
+      r.past(age) = std::move(b);
+    }
   }
-  const count_min_sketch sum = read_sketch("sum");
-  for (const count_min_sketch& b : r.buckets_) r.sum_.add_counters(b);
-  in.require(sum.total_ == r.sum_.total_ && sum.counters_ == r.sum_.counters_,
+  const count_min_sketch stored_sum = read_sketch("sum");
+  in.require(stored_sum.total_ == sum.total_ && stored_sum.counters_ == sum.counters_,
              "the sum is not the sum of the slices");
+  for (std::size_t i = 0; i < r.cells_.size(); ++i) r.cells_[i].sum = sum.counters_[i];
+  r.window_total_ = sum.total_;
   top_k_tracker tracker = top_k_tracker::deserialize(in.record());
   in.require(tracker.k() == o.top_k && tracker.phi() == o.threshold && tracker.seed() == o.seed,
              "the tracker's k, phi or seed do not match the options");
   in.done();
-  in.require(started == 1 || r.sum_.total() == 0, "items counted before any time was seen");
+  in.require(started == 1 || r.window_total_ == 0, "items counted before any time was seen");
   r.tracker_ = std::move(tracker);
   r.started_ = started == 1;
-  r.current_ = current;
   r.slice_index_ = slice_index;
   return r;
 }

@@ -393,6 +393,50 @@ TEST(RollingCountMin, SerializationRoundTrips) {
   EXPECT_EQ(back.serialize(), r.serialize());
 }
 
+// The record as drawn in rolling_count_min.cpp: slices by ring position (the oldest slot is
+// reused for the newest slice), the current one at the recorded position, then the sum as a
+// plain sketch. Snapshots written by earlier builds depend on it.
+TEST(RollingCountMin, RecordLaysOutSlicesByRingPosition) {
+  rolling_count_min_options o = small_options();
+  o.window_ms = 300;
+  o.buckets = 3;
+  o.conservative = true;
+  rolling_count_min r(o);
+  r.update("a", 0, 1);    // slice 0, ring position 0
+  r.update("b", 100, 2);  // slice 1, position 1
+  r.update("c", 200, 3);  // slice 2, position 2
+  r.update("d", 300, 4);  // slice 3 takes position 0: slice 0 leaves the window
+  const std::string bytes = r.serialize();
+  detail::record_reader in(bytes, structure_type::rolling_count_min);
+  EXPECT_EQ(in.i64(), 300);
+  EXPECT_EQ(in.u32(), 3u);
+  (void)in.f64();
+  (void)in.f64();
+  (void)in.u32();
+  (void)in.f64();
+  EXPECT_EQ(in.u8(), 1);    // conservative
+  EXPECT_EQ(in.u8(), 1);    // started
+  EXPECT_EQ(in.u32(), 0u);  // ring position of the current slice
+  EXPECT_EQ(in.i64(), 3);   // its index
+  const struct {
+    const char* item;
+    std::uint64_t count;
+  } expected[] = {{"d", 4}, {"b", 2}, {"c", 3}};
+  for (const auto& e : expected) {
+    const count_min_sketch slice = count_min_sketch::deserialize(in.record());
+    EXPECT_TRUE(slice.conservative());
+    EXPECT_EQ(slice.total(), e.count) << e.item;
+    EXPECT_EQ(slice.estimate(e.item), e.count) << e.item;
+  }
+  const count_min_sketch sum = count_min_sketch::deserialize(in.record());
+  EXPECT_FALSE(sum.conservative());
+  EXPECT_EQ(sum.total(), 9u);
+  EXPECT_EQ(sum.estimate("a"), r.estimate("a"));
+  EXPECT_EQ(sum.estimate("d"), 4u);
+  (void)in.record();  // the tracker
+  in.done();
+}
+
 // prefetch() is a hint: on an empty sketch and on one whose window is full (every slice
 // written, the tracker full), it leaves the state byte for byte as it was, and the updates
 // that follow return what an untouched copy returns.
