@@ -5,19 +5,26 @@
 // to --batch messages polled like source::poll_batch).
 //
 //   kafka_bare consume --brokers B --topic T --group G --count N [--batch 1000]
-//       reads N messages and prints "rate: R msg/s" (first message to the Nth)
+//       reads N messages and prints "rate: R msg/s" (first message to the Nth) and the CPU
+//       time per message of its threads over the same interval ("cpu ns per message: …",
+//       from /proc: app, the polling thread; librdkafka, its threads) with the share of the
+//       machine's CPU time left idle
 //   kafka_bare pipe --brokers B --topic T --group G --count N --output O [--batch 1000]
 //       the same, producing each message (key, value, headers, timestamp) to O with an
 //       idempotent producer and storing an input offset only after its delivery report —
 //       the bare equivalent of sketchd's forward path, every message forwarded
+#include <fmt/format.h>
 #include <librdkafka/rdkafka.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
-
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -35,6 +42,49 @@ struct options {
   std::uint64_t count = 0;
   std::uint32_t batch = 1000;
 };
+
+// CPU seconds of this process's threads: the application's (the main thread) and
+// librdkafka's (threads named rdk:…), from /proc/self/task (Linux; zero elsewhere).
+struct thread_cpu {
+  double app = 0;
+  double librdkafka = 0;
+  double machine_idle = 0;  // idle + iowait of every CPU of the machine, from /proc/stat
+};
+
+thread_cpu read_thread_cpu() {
+  thread_cpu cpu;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  const std::string self = std::to_string(getpid());
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream comm_file(task.path() / "comm");
+    std::ifstream stat_file(task.path() / "stat");
+    std::string comm;
+    std::string stat;
+    std::getline(comm_file, comm);
+    std::getline(stat_file, stat);
+    const auto paren = stat.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream fields(stat.substr(paren + 1));
+    std::string field;
+    double ticks = 0;
+    for (int i = 0; i < 13 && fields >> field; ++i) {
+      if (i == 11 || i == 12) ticks += std::stod(field);  // utime, stime
+    }
+    if (task.path().filename() == self) {
+      cpu.app += ticks / tick;
+    } else if (comm.starts_with("rdk:")) {
+      cpu.librdkafka += ticks / tick;
+    }
+  }
+  std::ifstream proc_stat("/proc/stat");
+  std::string cpu_label;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0;
+  if (proc_stat >> cpu_label >> user >> nice >> system >> idle >> iowait) {
+    cpu.machine_idle = (idle + iowait) / tick;
+  }
+  return cpu;
+}
 
 sketchd::kafka::handle_ptr make_consumer(const options& o) {
   sketchd::kafka::client_config conf;
@@ -102,6 +152,7 @@ int run(const options& o, bool pipe) {
   std::vector<std::int32_t> touched;
   std::uint64_t consumed = 0;
   clock_type::time_point first{};
+  thread_cpu cpu_first;
   while (consumed < o.count || (pipe && state.delivered + state.failed < o.count)) {
     int timeout = 100;
     while (batch.size() < o.batch) {
@@ -114,7 +165,10 @@ int run(const options& o, bool pipe) {
       }
       batch.push_back(m);
     }
-    if (!batch.empty() && consumed == 0) first = clock_type::now();
+    if (!batch.empty() && consumed == 0) {
+      first = clock_type::now();
+      cpu_first = read_thread_cpu();
+    }
     for (rd_kafka_message_t* m : batch) {
       if (pipe) {
         rd_kafka_headers_t* headers = nullptr;
@@ -170,9 +224,16 @@ int run(const options& o, bool pipe) {
     }
   }
   const double seconds = std::chrono::duration<double>(clock_type::now() - first).count();
+  const thread_cpu cpu_last = read_thread_cpu();
   fmt::print("consumed: {}\n", consumed);
   if (pipe) fmt::print("delivered: {}\nfailed: {}\n", state.delivered, state.failed);
   fmt::print("seconds: {:.3f}\nrate: {:.0f} msg/s\n", seconds, static_cast<double>(o.count) / seconds);
+  const double per_message = 1e9 / static_cast<double>(o.count);
+  const auto cpus = static_cast<double>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  fmt::print("cpu ns per message: app={:.0f} librdkafka={:.0f}; machine idle {:.0f}%\n",
+             (cpu_last.app - cpu_first.app) * per_message,
+             (cpu_last.librdkafka - cpu_first.librdkafka) * per_message,
+             100 * (cpu_last.machine_idle - cpu_first.machine_idle) / (seconds * cpus));
   if (output) rd_kafka_topic_destroy(output);
   rd_kafka_consumer_close(consumer.get());
   return state.failed == 0 ? 0 : 1;

@@ -19,7 +19,9 @@
 #      Each sketchd round also prints sketchd's CPU time per message by thread over the
 #      same interval, from /proc (10 ms ticks): main (processing), poller (sketchd-poll,
 #      the source's read-ahead), librdkafka (its threads), other (HTTP, …). With a core per
-#      busy thread, the rate is bounded by the busiest one; on 2 cores, by their sum.
+#      busy thread, the rate is bounded by the busiest one; on 2 cores, by their sum. The
+#      bare consumer prints the same for its threads: app (polling) and librdkafka. Both
+#      print the share of the machine's CPU time left idle over the interval.
 #   4. medians, and the ratios to the goals.
 #
 # Note the forward comparison: the bare pipe forwards every message, sketchd only the
@@ -126,6 +128,10 @@ def thread_cpu():
                 else "librdkafka" if comm.startswith("rdk:") else "other")
         cpu[kind] += (int(fields[11]) + int(fields[12])) / tick  # utime + stime
     return cpu
+def machine_idle():
+    """Idle CPU seconds of the whole machine (idle + iowait of every CPU), from /proc/stat."""
+    fields = open("/proc/stat").readline().split()
+    return (int(fields[4]) + int(fields[5])) / tick
 def scrape():
     try:
         return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
@@ -143,9 +149,11 @@ while time.time() < deadline:
     if consumed > 0 and first is None:
         first = t
         cpu_first = thread_cpu()
+        idle_first = machine_idle()
     if consumed >= n:
         last = t
         cpu_last = thread_cpu()
+        idle_last = machine_idle()
         break
     time.sleep(0.02)
 if last is None:
@@ -158,17 +166,21 @@ if output:  # the forward path: until every first-seen event is delivered
             break
         time.sleep(0.02)
 with open(threads_file, "w") as f:  # CPU ns per message by thread, while consuming
-    f.write(" ".join(f"{k}={(cpu_last[k] - cpu_first[k]) / n * 1e9:.0f}" for k in cpu_last) + "\n")
+    f.write(" ".join(f"{k}={(cpu_last[k] - cpu_first[k]) / n * 1e9:.0f}" for k in cpu_last))
+    f.write(f"; machine idle {(idle_last - idle_first) / ((last - first) * os.cpu_count()):.0%}\n")
 print(f"{n / (last - first):.0f}")
 EOF
   kill -TERM "$pid"
   wait "$pid" || true
 }
 
+# bare_rate MODE GROUP [ARGS…]: runs kafka_bare, prints its rate in msg/s (its whole output
+# stays in $work/GROUP.out).
 bare_rate() {
   local mode=$1 group=$2
   shift 2
-  "$bare" "$mode" --brokers "$bootstrap" --topic in --group "$group" --count "$n" "$@" | sed -n 's/^rate: \([0-9]*\).*/\1/p'
+  "$bare" "$mode" --brokers "$bootstrap" --topic in --group "$group" --count "$n" "$@" >"$work/$group.out"
+  sed -n 's/^rate: \([0-9]*\).*/\1/p' "$work/$group.out"
 }
 
 declare -A rates
@@ -178,7 +190,8 @@ for r in $(seq "$repeat"); do
   rates[bare_pipe]+=" $(bare_rate pipe "bare-pipe-$r" --output pipe)"
   rates[sketchd_forward]+=" $(sketchd_rate "forward-$r" out)"
   echo "round $r: bare consume${rates[bare_consume]##* } sketchd${rates[sketchd]##* } bare pipe${rates[bare_pipe]##* } sketchd forward${rates[sketchd_forward]##* } (msg/s)"
-  echo "         sketchd CPU ns per message by thread: $(cat "$work/sketchd-$r.threads")"
+  echo "         CPU ns per message by thread: sketchd $(cat "$work/sketchd-$r.threads")"
+  echo "                                       bare consumer $(sed -n 's/^cpu ns per message: //p' "$work/bare-consume-$r.out")"
 done
 
 python3 - "${rates[bare_consume]}" "${rates[sketchd]}" "${rates[bare_pipe]}" "${rates[sketchd_forward]}" <<'EOF'

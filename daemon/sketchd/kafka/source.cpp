@@ -304,6 +304,9 @@ void source::poll_loop() {
     ready_full_ = true;
     lock.unlock();
     queue_cv_.notify_all();
+    // The batch that comes back is the one the processing thread finished with (or an empty
+    // one): its messages are freed here, off the processing thread.
+    filling_->release();
   }
   std::lock_guard lock(queue_mutex_);
   poller_done_ = true;
@@ -352,7 +355,7 @@ void source::serve_pending(std::unique_lock<std::mutex>& lock) {
 }
 
 std::span<const record> source::poll_batch() {
-  current_->release();
+  // The batch processed last goes back to the poller with the next swap, which frees it.
   if (closed_) return {};
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.poll_timeout_ms);
