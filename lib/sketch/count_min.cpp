@@ -13,11 +13,7 @@ namespace sketch {
 namespace {
 
 constexpr std::uint32_t kSaturated = count_min_sketch::kSaturated;
-
-std::uint32_t saturating_add(std::uint32_t a, std::uint32_t b) noexcept {
-  const std::uint32_t sum = a + b;
-  return sum < a ? kSaturated : sum;
-}
+using detail::saturating_add;
 
 // Empty when width and depth are acceptable, else what is wrong with them.
 std::string check_shape(std::uint32_t width, std::uint32_t depth) {

@@ -20,6 +20,15 @@ namespace sketch {
 
 class rolling_count_min;
 
+namespace detail {
+// a + b for counters, stopping at 2^32 − 1 instead of wrapping (shared by the Count-Min
+// sketch and the rolling one, whose counters saturate alike).
+[[nodiscard]] inline std::uint32_t saturating_add(std::uint32_t a, std::uint32_t b) noexcept {
+  const std::uint32_t sum = a + b;
+  return sum < a ? UINT32_MAX : sum;
+}
+}  // namespace detail
+
 // d rows of w 32-bit counters. An update adds the item's weight to one counter per row; the
 // estimate of an item is the minimum of its d counters. With N the total weight and f(x)
 // the true count of x (Cormode & Muthukrishnan 2005, Theorem 1):

@@ -14,11 +14,7 @@ namespace sketch {
 namespace {
 
 constexpr std::uint32_t kSaturated = count_min_sketch::kSaturated;
-
-std::uint32_t saturating_add(std::uint32_t a, std::uint32_t b) noexcept {
-  const std::uint32_t sum = a + b;
-  return sum < a ? kSaturated : sum;
-}
+using detail::saturating_add;
 
 // Upper bound of the counters of all slices and the sum together (4 GiB).
 constexpr std::uint64_t kMaxWindowCounters = count_min_sketch::kMaxCounters;
