@@ -9,6 +9,10 @@
 #      1,000,000 items (fixed seed), keyed by item, produced once with kcat;
 #   3. REPEAT rounds, alternating, each with a fresh consumer group:
 #        bare consume   kafka_bare consume: reads N messages, does nothing per message;
+#                       it uses the daemon's allocator (jemalloc in a default build);
+#        bare libc      the same on glibc's allocator (kafka_bare_libc), what a plain
+#                       librdkafka application gets (not a goal: shown for the allocator's
+#                       share);
 #        sketchd        sketchd run with a heavy_hitters + dedup pipeline on the topic;
 #        bare pipe      kafka_bare pipe: reads N messages, produces each to an output topic;
 #        sketchd fwd    sketchd run with dedup.output_topic: forwards the first-seen events.
@@ -37,7 +41,8 @@ set -euo pipefail
 build=${1:?usage: $0 BUILD_DIR}
 sketchd=$build/daemon/sketchd
 bare=$build/bench/kafka_bare
-for exe in "$sketchd" "$bare"; do
+bare_libc=$build/bench/kafka_bare_libc
+for exe in "$sketchd" "$bare" "$bare_libc"; do
   [[ -x $exe ]] || { echo "$0: $exe not found: build with -DSKETCHD_BUILD_BENCH=ON" >&2; exit 1; }
 done
 command -v kcat >/dev/null || { echo "$0: kcat is not installed" >&2; exit 1; }
@@ -174,37 +179,43 @@ EOF
   wait "$pid" || true
 }
 
-# bare_rate MODE GROUP [ARGS…]: runs kafka_bare, prints its rate in msg/s (its whole output
-# stays in $work/GROUP.out).
+# bare_rate MODE GROUP [ARGS…]: runs kafka_bare (or $BARE), prints its rate in msg/s (its
+# whole output stays in $work/GROUP.out).
 bare_rate() {
   local mode=$1 group=$2
   shift 2
-  "$bare" "$mode" --brokers "$bootstrap" --topic in --group "$group" --count "$n" "$@" >"$work/$group.out"
+  "${BARE:-$bare}" "$mode" --brokers "$bootstrap" --topic in --group "$group" --count "$n" "$@" >"$work/$group.out"
   sed -n 's/^rate: \([0-9]*\).*/\1/p' "$work/$group.out"
 }
 
 declare -A rates
 for r in $(seq "$repeat"); do
   rates[bare_consume]+=" $(bare_rate consume "bare-consume-$r")"
+  rates[bare_libc]+=" $(BARE=$bare_libc bare_rate consume "bare-libc-$r")"
   rates[sketchd]+=" $(sketchd_rate "sketchd-$r" "")"
   rates[bare_pipe]+=" $(bare_rate pipe "bare-pipe-$r" --output pipe)"
   rates[sketchd_forward]+=" $(sketchd_rate "forward-$r" out)"
-  echo "round $r: bare consume${rates[bare_consume]##* } sketchd${rates[sketchd]##* } bare pipe${rates[bare_pipe]##* } sketchd forward${rates[sketchd_forward]##* } (msg/s)"
+  echo "round $r: bare consume${rates[bare_consume]##* } bare libc${rates[bare_libc]##* } sketchd${rates[sketchd]##* } bare pipe${rates[bare_pipe]##* } sketchd forward${rates[sketchd_forward]##* } (msg/s)"
   echo "         CPU ns per message by thread: sketchd $(cat "$work/sketchd-$r.threads")"
   echo "                                       bare consumer $(sed -n 's/^cpu ns per message: //p' "$work/bare-consume-$r.out")"
+  echo "                                       bare libc $(sed -n 's/^cpu ns per message: //p' "$work/bare-libc-$r.out")"
 done
 
-python3 - "${rates[bare_consume]}" "${rates[sketchd]}" "${rates[bare_pipe]}" "${rates[sketchd_forward]}" <<'EOF'
+python3 - "${rates[bare_consume]}" "${rates[sketchd]}" "${rates[bare_pipe]}" "${rates[sketchd_forward]}" \
+  "${rates[bare_libc]}" <<'EOF'
 import statistics, sys
-bare_c, sk, bare_p, fwd = ([float(x) for x in a.split()] for a in sys.argv[1:5])
+bare_c, sk, bare_p, fwd, bare_l = ([float(x) for x in a.split()] for a in sys.argv[1:6])
 def row(name, xs):
     return f"| {name} | {statistics.median(xs):,.0f} | {min(xs):,.0f}–{max(xs):,.0f} |"
 print("\n| run | median msg/s | range |\n|---|---|---|")
-for name, xs in (("bare consumer", bare_c), ("sketchd (heavy hitters + dedup)", sk),
+for name, xs in (("bare consumer", bare_c), ("bare consumer, glibc's allocator", bare_l),
+                 ("sketchd (heavy hitters + dedup)", sk),
                  ("bare consume-produce pipe", bare_p), ("sketchd forwarding first-seen", fwd)):
     print(row(name, xs))
 c = statistics.median(sk) / statistics.median(bare_c)
 f = statistics.median(fwd) / statistics.median(bare_p)
 print(f"\nsketchd / bare consumer: {c:.0%} (goal ≥ 90%: {'met' if c >= 0.9 else 'not met'})")
 print(f"sketchd forward / bare pipe: {f:.0%} (goal ≥ 85%: {'met' if f >= 0.85 else 'not met'})")
+print(f"sketchd / bare consumer on glibc's allocator: {statistics.median(sk) / statistics.median(bare_l):.0%}"
+      " (not a goal: the baselines above use sketchd's allocator)")
 EOF

@@ -14,8 +14,8 @@ BUILD_PACKAGES=(
   build-essential cmake pkg-config
   # the sketch library and the `sketch` command
   libxxhash-dev libcli11-dev libfmt-dev libabsl-dev
-  # the daemon
-  librdkafka-dev libyaml-cpp-dev libspdlog-dev libsimdjson-dev libcpp-httplib-dev
+  # the daemon (jemalloc: its allocator, see SKETCHD_JEMALLOC in CMakeLists.txt)
+  librdkafka-dev libyaml-cpp-dev libspdlog-dev libsimdjson-dev libcpp-httplib-dev libjemalloc-dev
 )
 
 TEST_PACKAGES=(
