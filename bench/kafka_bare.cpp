@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "sketchd/kafka/client.h"
+#include "sketchd/kafka/source.h"
 
 namespace {
 
@@ -155,7 +156,8 @@ int run(const options& o, bool pipe) {
   thread_cpu cpu_first;
   while (consumed < o.count || (pipe && state.delivered + state.failed < o.count)) {
     int timeout = 100;
-    while (batch.size() < o.batch) {
+    std::size_t bytes = 0;  // and, as sketchd's source, up to its bytes bound
+    while (batch.size() < o.batch && bytes < sketchd::kafka::source_options::kDefaultBatchBytes) {
       rd_kafka_message_t* m = rd_kafka_consumer_poll(consumer.get(), timeout);
       if (m == nullptr) break;
       timeout = 0;
@@ -164,6 +166,7 @@ int run(const options& o, bool pipe) {
         continue;
       }
       batch.push_back(m);
+      bytes += m->len + m->key_len;
     }
     if (!batch.empty() && consumed == 0) {
       first = clock_type::now();

@@ -26,15 +26,18 @@ constexpr int kPartitions = 4;
 constexpr int kMessages = 5000;
 constexpr std::uint32_t kBatch = 100;
 
-// Produces kMessages messages "k<i>" → "v<i>" to `topic` and waits for every delivery.
-void produce_all(const mock_cluster& cluster, const std::string& topic) {
+// Produces `count` messages "k<i>" → "v<i>" to `topic` (the value padded with "x" to
+// `value_bytes` when that is longer) and waits for every delivery.
+void produce_all(const mock_cluster& cluster, const std::string& topic, int count = kMessages,
+                 std::size_t value_bytes = 0) {
   client_config config(
       property_map{{"bootstrap.servers", cluster.bootstrap_servers()}, {"linger.ms", "5"}});
   handle_ptr producer = std::move(config).create(RD_KAFKA_PRODUCER);
-  for (int i = 0; i < kMessages; ++i) {
+  for (int i = 0; i < count; ++i) {
     // fmt, not "k" + std::to_string(i): GCC 12 warns falsely (-Wrestrict) about the latter.
     const std::string key = fmt::format("k{}", i);
-    const std::string value = fmt::format("v{}", i);
+    std::string value = fmt::format("v{}", i);
+    if (value.size() < value_bytes) value.resize(value_bytes, 'x');
     throw_if_error(
         rd_kafka_producev(producer.get(), RD_KAFKA_V_TOPIC(topic.c_str()),
                           RD_KAFKA_V_KEY(key.data(), key.size()),
@@ -199,6 +202,39 @@ TEST(Source, ARebalanceRunsTheHooksOnTheOwnerAndNothingIsLost) {
     ASSERT_EQ(m->hook_threads.size(), 1U);
     EXPECT_EQ(*m->hook_threads.begin(), std::this_thread::get_id());
   }
+}
+
+TEST(Source, ABatchStopsGrowingAtItsBytesBound) {
+  // 40 messages of 10 KiB, a bound of 32 KiB: a batch takes messages until its keys and
+  // values reach the bound, so at most 4 (3 make 30 KiB, below it) whatever batch_size.
+  constexpr int kLarge = 40;
+  constexpr std::size_t kValueBytes = 10 * 1024;
+  mock_cluster cluster;
+  cluster.create_topic("events", kPartitions);
+  produce_all(cluster, "events", kLarge, kValueBytes);
+
+  source_options o = options_for(cluster, "bytes");
+  o.batch_bytes = 32 * 1024;
+  source src(o);
+  std::set<std::pair<std::int32_t, std::int64_t>> consumed;
+  std::size_t largest = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (consumed.size() < static_cast<std::size_t>(kLarge) &&
+         std::chrono::steady_clock::now() < deadline) {
+    const auto batch = src.poll_batch();
+    std::size_t before_last = 0;  // the bytes before the batch's last message
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const record& r = batch[i];
+      EXPECT_EQ(r.view.value.size(), kValueBytes);
+      EXPECT_TRUE(consumed.emplace(r.partition, r.offset).second) << "handed over twice";
+      if (i + 1 < batch.size()) before_last += r.view.key.size() + r.view.value.size();
+    }
+    EXPECT_LT(before_last, o.batch_bytes);
+    largest = std::max(largest, batch.size());
+  }
+  EXPECT_EQ(consumed.size(), static_cast<std::size_t>(kLarge));
+  EXPECT_LE(largest, 4U);
+  src.close();
 }
 
 }  // namespace

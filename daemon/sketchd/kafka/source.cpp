@@ -264,7 +264,8 @@ void source::poll_loop() {
     }
     batch& b = *filling_;
     int timeout = wait_ms;
-    while (b.messages.size() < options_.batch_size) {
+    std::size_t bytes = 0;
+    while (b.messages.size() < options_.batch_size && bytes < options_.batch_bytes) {
       rd_kafka_message_t* m = rd_kafka_consumer_poll(consumer_.get(), timeout);
       if (m == nullptr) break;
       timeout = 0;  // after the first message, only what is already there
@@ -281,6 +282,7 @@ void source::poll_loop() {
         continue;
       }
       b.messages.push_back(m);
+      bytes += m->len + m->key_len;
       record r;
       r.topic_index = topic_index(m);
       r.partition = m->partition;

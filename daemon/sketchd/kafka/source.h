@@ -16,14 +16,16 @@
 //                   (leaving its processed batch in its place), processes it, stores
 //                   offsets
 //
-// At most three batches exist (filling, ready, the owner's). The poller frees the
-// messages of the processed batch it gets back when it hands over the next one, so the
-// owner's thread never frees librdkafka's messages (freeing them there cost it about 8% of
-// its time, partly waiting for the allocator's lock that librdkafka's threads hold). The poller
-// never touches the owner's state: librdkafka runs the rebalance callback on the poller thread,
-// which drops the revoked partitions' messages from the batches not yet handed over and then hands
-// the hooks below to the owner, waiting until the owner has run them inside poll_batch() (between
-// two batches, as without read-ahead) before the partitions are committed and unassigned.
+// At most three batches exist (filling, ready, the owner's), each of at most batch_size
+// messages, and none grows past source_options::batch_bytes of keys and values. The poller
+// frees the messages of the processed batch it gets back when it hands over the next one,
+// so the owner's thread never frees librdkafka's messages (freeing them there cost it about
+// 8% of its time, partly waiting for the allocator's lock that librdkafka's threads hold).
+// The poller never touches the owner's state: librdkafka runs the rebalance callback on the
+// poller thread, which drops the revoked partitions' messages from the batches not yet
+// handed over and then hands the hooks below to the owner, waiting until the owner has run
+// them inside poll_batch() (between two batches, as without read-ahead) before the
+// partitions are committed and unassigned.
 //
 // Hooks let the daemon act inside a rebalance: before partitions are revoked (to deliver
 // and store what it can for them), and when partitions are assigned (to start them at
@@ -59,7 +61,12 @@ struct source_options {
   std::map<std::string, std::string> properties;  // the user's, passed as they are
   std::vector<std::string> topics;
   std::uint32_t batch_size = 1000;
+  // A batch also stops growing once its keys and values reach this many bytes (it holds at
+  // least one message), so that the three batches the source keeps stay small next to
+  // librdkafka's own read-ahead (queued.max.messages.kbytes) whatever the message size.
+  std::size_t batch_bytes = kDefaultBatchBytes;
   std::int32_t poll_timeout_ms = 100;
+  static constexpr std::size_t kDefaultBatchBytes = std::size_t{4} << 20;
 };
 
 // A partition of one of the source's topics.
