@@ -41,7 +41,7 @@ struct options {
   std::string group;
   std::string output;
   std::uint64_t count = 0;
-  std::uint32_t batch = 1000;
+  std::uint32_t batch = 5000;
 };
 
 // CPU seconds of this process's threads: the application's (the main thread) and

@@ -182,7 +182,7 @@ TEST(Config, LeftOutKeysTakeTheirDefaults) {
   const config& c = *r.value;
   EXPECT_EQ(c.kafka.group_id, "sketchd");
   EXPECT_TRUE(c.kafka.properties.empty());
-  EXPECT_EQ(c.kafka.batch_size, 1000u);
+  EXPECT_EQ(c.kafka.batch_size, 5000u);
   EXPECT_EQ(c.kafka.poll_timeout, milliseconds(100));
   EXPECT_EQ(c.http.host, "127.0.0.1");
   EXPECT_EQ(c.http.port, 9464);

@@ -51,7 +51,7 @@ struct kafka_config {
   // librdkafka properties, passed as they are. Values may be secrets: log them only
   // through redact_property().
   std::map<std::string, std::string> properties;
-  std::uint32_t batch_size = 1000;              // 1..100000 messages
+  std::uint32_t batch_size = 5000;              // 1..100000 messages
   std::chrono::milliseconds poll_timeout{100};  // 1ms..1m
 };
 

@@ -60,7 +60,7 @@ struct source_options {
   std::string group_id;
   std::map<std::string, std::string> properties;  // the user's, passed as they are
   std::vector<std::string> topics;
-  std::uint32_t batch_size = 1000;
+  std::uint32_t batch_size = 5000;
   // A batch also stops growing once its keys and values reach this many bytes (it holds at
   // least one message), so that the three batches the source keeps stay small next to
   // librdkafka's own read-ahead (queued.max.messages.kbytes) whatever the message size.
