@@ -5,6 +5,8 @@
 #   2. filter_bench                           ns per test_and_insert vs absl::flat_hash_set
 #                                             (single calls and batches)
 #   3. count_min_bench                        ns per Count-Min update + top-k offer vs a hash map
+#      window_bench                           ns per rolling-window dedup (rolling_bloom) vs
+#                                             separate generations and exact sets
 #   4. a summary of the goals, from the JSON of 2 and 3 (needs python3)
 #   5. bench/cli_bench.sh                     `sketch dedup` / `sketch topk` vs awk, sort | uniq
 #
@@ -22,7 +24,7 @@ build_dir=$1
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 min_time=${MIN_TIME:-0.3}
 
-for exe in filter_bench count_min_bench; do
+for exe in filter_bench count_min_bench window_bench; do
   if [ ! -x "$build_dir/bench/$exe" ]; then
     echo "run.sh: $build_dir/bench/$exe not found: configure with -DSKETCHD_BUILD_BENCH=ON and build" >&2
     exit 1
@@ -53,6 +55,10 @@ echo
 
 echo "== count_min_bench: heavy hitters, ns per item =="
 "$build_dir/bench/count_min_bench" "${common[@]}" --benchmark_out="$work/count_min.json"
+echo
+
+echo "== window_bench: windowed dedup, ns per test_and_insert =="
+"$build_dir/bench/window_bench" --benchmark_counters_tabular=true
 echo
 
 echo "== goals =="

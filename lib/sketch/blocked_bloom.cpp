@@ -21,9 +21,6 @@ namespace {
 constexpr std::uint64_t kMaxBlocks =
     blocked_bloom_filter::kMaxBits / blocked_bloom_filter::kBlockBits;
 
-// The Parquet salts (see detail::kBlockedBloomSalt in the header).
-constexpr const std::uint32_t (&kSalt)[8] = detail::kBlockedBloomSalt;
-
 std::uint64_t checked_blocks(std::uint64_t bits) {
   if (bits < 1 || bits > blocked_bloom_filter::kMaxBits) {
     throw std::invalid_argument(
@@ -34,23 +31,14 @@ std::uint64_t checked_blocks(std::uint64_t bits) {
 
 // ---- scalar path -------------------------------------------------------------------------
 
-// Bit of word i for `key`: the top 5 bits of key · kSalt[i] mod 2^32.
-constexpr std::uint32_t bit_of(std::uint32_t key, int i) noexcept {
-  return std::uint32_t{1} << ((key * kSalt[i]) >> 27);
-}
-
 // Returns the number of bits it newly set (0..8): each word gets exactly one bit, so that is
 // the number of words where it was clear.
 std::uint32_t insert_scalar(std::uint32_t* block, std::uint32_t key) noexcept {
   return detail::blocked_bloom_test_and_insert_scalar(block, key);
 }
 
-// Stops at the first clear bit: most queries of absent items end after one or two words.
 bool contains_scalar(const std::uint32_t* block, std::uint32_t key) noexcept {
-  for (int i = 0; i < 8; ++i) {
-    if ((block[i] & bit_of(key, i)) == 0) return false;
-  }
-  return true;
+  return detail::blocked_bloom_contains_scalar(block, key);
 }
 
 // ---- AVX2 path ---------------------------------------------------------------------------
@@ -59,51 +47,22 @@ bool contains_scalar(const std::uint32_t* block, std::uint32_t key) noexcept {
 
 #if SKETCH_BLOCKED_BLOOM_AVX2
 
-__attribute__((target("avx2"))) inline __m256i mask_avx2(std::uint32_t key) noexcept {
-  const __m256i salts = _mm256_setr_epi32(static_cast<int>(kSalt[0]), static_cast<int>(kSalt[1]),
-                                          static_cast<int>(kSalt[2]), static_cast<int>(kSalt[3]),
-                                          static_cast<int>(kSalt[4]), static_cast<int>(kSalt[5]),
-                                          static_cast<int>(kSalt[6]), static_cast<int>(kSalt[7]));
-  const __m256i product = _mm256_mullo_epi32(_mm256_set1_epi32(static_cast<int>(key)), salts);
-  return _mm256_sllv_epi32(_mm256_set1_epi32(1), _mm256_srli_epi32(product, 27));
-}
-
-// Number of 32-bit lanes of v that are not zero; each lane of a mask has at most one bit.
-__attribute__((target("avx2"))) inline std::uint32_t nonzero_lanes(__m256i v) noexcept {
-  const __m256i zero_lanes = _mm256_cmpeq_epi32(v, _mm256_setzero_si256());
-  const auto zero_bits = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(zero_lanes)));
-  return 8 - static_cast<std::uint32_t>(std::popcount(zero_bits));
-}
-
 __attribute__((target("avx2"))) std::uint32_t insert_avx2(std::uint32_t* block,
                                                           std::uint32_t key) noexcept {
-  auto* p = reinterpret_cast<__m256i*>(block);
-  const __m256i old = _mm256_load_si256(p);
-  const __m256i mask = mask_avx2(key);
-  _mm256_store_si256(p, _mm256_or_si256(old, mask));
-  return nonzero_lanes(_mm256_andnot_si256(old, mask));
+  return detail::blocked_bloom_test_and_insert_avx2(block, key);
 }
 
 __attribute__((target("avx2"))) bool contains_avx2(const std::uint32_t* block,
                                                    std::uint32_t key) noexcept {
-  const __m256i bits = _mm256_load_si256(reinterpret_cast<const __m256i*>(block));
-  return _mm256_testc_si256(bits, mask_avx2(key)) != 0;  // (~bits & mask) == 0
-}
-
-bool cpu_has_avx2() noexcept {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0;
-  }();
-  return has;
+  return detail::blocked_bloom_has_avx2(block, detail::blocked_bloom_mask_avx2(key));
 }
 
 #else
 
-bool cpu_has_avx2() noexcept { return false; }
 std::uint32_t insert_avx2(std::uint32_t* block, std::uint32_t key) noexcept {
   return insert_scalar(block, key);
 }
+
 bool contains_avx2(const std::uint32_t* block, std::uint32_t key) noexcept {
   return contains_scalar(block, key);
 }
@@ -269,7 +228,7 @@ blocked_bloom_filter blocked_bloom_filter::for_capacity(std::uint64_t n, double 
 blocked_bloom_filter::blocked_bloom_filter(std::uint64_t bits, std::uint64_t seed, simd_path path)
     : blocks_(checked_blocks(bits)),
       seed_(seed),
-      avx2_(path == simd_path::automatic && cpu_has_avx2()) {
+      avx2_(path == simd_path::automatic && detail::cpu_has_avx2()) {
   words_.assign(blocks_ * kWordsPerBlock, 0);
 }
 
@@ -299,14 +258,23 @@ double blocked_bloom_filter::fill_ratio() const noexcept {
 }
 
 double blocked_bloom_filter::estimated_items() const noexcept {
-  if (bits_set_ == bits()) return std::numeric_limits<double>::infinity();
-  return -(static_cast<double>(bits()) / kHashes) * std::log1p(-fill_ratio());
+  return estimated_items(bits(), bits_set_);
 }
 
 double blocked_bloom_filter::estimated_fpr() const noexcept {
-  const double n = estimated_items();
+  return estimated_fpr(bits(), bits_set_);
+}
+
+double blocked_bloom_filter::estimated_items(std::uint64_t bits, std::uint64_t bits_set) noexcept {
+  if (bits_set == bits) return std::numeric_limits<double>::infinity();
+  const double m = static_cast<double>(bits);
+  return -(m / kHashes) * std::log1p(-static_cast<double>(bits_set) / m);
+}
+
+double blocked_bloom_filter::estimated_fpr(std::uint64_t bits, std::uint64_t bits_set) noexcept {
+  const double n = estimated_items(bits, bits_set);
   if (std::isinf(n)) return 1.0;
-  return fpr(static_cast<double>(bits()), n);
+  return fpr(static_cast<double>(bits), n);
 }
 
 void blocked_bloom_filter::clear() noexcept {
@@ -414,9 +382,28 @@ bool operator==(const blocked_bloom_filter& a, const blocked_bloom_filter& b) no
 
 namespace detail {
 
-// Large arrays start on a huge-page boundary, so that the advice covers whole huge pages.
+bool cpu_has_avx2() noexcept {
+#if SKETCH_BLOCKED_BLOOM_AVX2
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+// Large arrays start on a huge-page boundary, so that the advice covers whole huge pages;
+// others on a cache line.
+namespace {
+std::size_t bit_array_alignment(std::size_t bytes) noexcept {
+  return bytes >= kHugePageBytes ? kHugePageBytes : 64;
+}
+}  // namespace
+
 void* allocate_bit_array(std::size_t bytes) {
-  const std::size_t align = bytes >= kHugePageBytes ? kHugePageBytes : 32;
+  const std::size_t align = bit_array_alignment(bytes);
   void* p = ::operator new(bytes, std::align_val_t{align});
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   // Advice only: where transparent huge pages are disabled it fails, and 4 KiB pages serve.
@@ -426,7 +413,7 @@ void* allocate_bit_array(std::size_t bytes) {
 }
 
 void free_bit_array(void* p, std::size_t bytes) noexcept {
-  const std::size_t align = bytes >= kHugePageBytes ? kHugePageBytes : 32;
+  const std::size_t align = bit_array_alignment(bytes);
   ::operator delete(p, std::align_val_t{align});
 }
 

@@ -56,18 +56,40 @@ inline constexpr std::uint32_t kBlockedBloomSalt[8] = {0x47b6137bU, 0x44974d91U,
   return added;
 }
 
+// True when all 8 bits of `key` are set in the block. Stops at the first clear bit: most
+// queries of absent items end after one or two words.
+[[nodiscard]] inline bool blocked_bloom_contains_scalar(const std::uint32_t* block,
+                                                        std::uint32_t key) noexcept {
+  for (int i = 0; i < 8; ++i) {
+    if ((block[i] & (std::uint32_t{1} << ((key * kBlockedBloomSalt[i]) >> 27))) == 0) return false;
+  }
+  return true;
+}
+
+// True when the CPU runs AVX2 (checked once, then cached).
+[[nodiscard]] bool cpu_has_avx2() noexcept;
+
 #if SKETCH_BLOCKED_BLOOM_AVX2
-// Compiled for AVX2 by function attribute only and called only when the CPU has it (checked
-// once, in the constructor), so the binary still runs on any x86-64.
-[[nodiscard]] __attribute__((target("avx2"))) inline std::uint32_t
-blocked_bloom_test_and_insert_avx2(std::uint32_t* block, std::uint32_t key) noexcept {
+// The AVX2 versions: compiled for AVX2 by function attribute only and called only when the
+// CPU has it (cpu_has_avx2(), checked once, in the constructor), so the binary still runs on
+// any x86-64. The same bits as the scalar ones.
+
+// The 8 bits of `key`, one per 32-bit lane: lane i holds 1 << ((key · SALT[i]) >> 27).
+[[nodiscard]] __attribute__((target("avx2"))) inline __m256i blocked_bloom_mask_avx2(
+    std::uint32_t key) noexcept {
   const __m256i salts = _mm256_setr_epi32(
       static_cast<int>(kBlockedBloomSalt[0]), static_cast<int>(kBlockedBloomSalt[1]),
       static_cast<int>(kBlockedBloomSalt[2]), static_cast<int>(kBlockedBloomSalt[3]),
       static_cast<int>(kBlockedBloomSalt[4]), static_cast<int>(kBlockedBloomSalt[5]),
       static_cast<int>(kBlockedBloomSalt[6]), static_cast<int>(kBlockedBloomSalt[7]));
   const __m256i product = _mm256_mullo_epi32(_mm256_set1_epi32(static_cast<int>(key)), salts);
-  const __m256i mask = _mm256_sllv_epi32(_mm256_set1_epi32(1), _mm256_srli_epi32(product, 27));
+  return _mm256_sllv_epi32(_mm256_set1_epi32(1), _mm256_srli_epi32(product, 27));
+}
+
+// Sets the mask's bits in the block (32-byte aligned) and returns how many were clear
+// (0..8): always stores old | mask, branch-free.
+[[nodiscard]] __attribute__((target("avx2"))) inline std::uint32_t blocked_bloom_set_avx2(
+    std::uint32_t* block, __m256i mask) noexcept {
   auto* p = reinterpret_cast<__m256i*>(block);
   const __m256i old = _mm256_load_si256(p);
   _mm256_store_si256(p, _mm256_or_si256(old, mask));
@@ -77,9 +99,22 @@ blocked_bloom_test_and_insert_avx2(std::uint32_t* block, std::uint32_t key) noex
   const auto zero_bits = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(zero_lanes)));
   return 8 - static_cast<std::uint32_t>(__builtin_popcount(zero_bits));
 }
+
+// True when all of the mask's bits are set in the block (32-byte aligned).
+[[nodiscard]] __attribute__((target("avx2"))) inline bool blocked_bloom_has_avx2(
+    const std::uint32_t* block, __m256i mask) noexcept {
+  const __m256i bits = _mm256_load_si256(reinterpret_cast<const __m256i*>(block));
+  return _mm256_testc_si256(bits, mask) != 0;  // (~bits & mask) == 0
+}
+
+[[nodiscard]] __attribute__((target("avx2"))) inline std::uint32_t
+blocked_bloom_test_and_insert_avx2(std::uint32_t* block, std::uint32_t key) noexcept {
+  return blocked_bloom_set_avx2(block, blocked_bloom_mask_avx2(key));
+}
 #endif
 
-// Memory for bit arrays, 32-byte aligned (one AVX2 block never straddles two cache lines).
+// Memory for bit arrays, 64-byte aligned (a 32-byte block never straddles two cache lines,
+// and a group of blocks starting on a line fills whole lines).
 // Arrays of kHugePageBytes or more are aligned to kHugePageBytes and advised
 // MADV_HUGEPAGE (Linux), so that a random access misses the TLB far less often where
 // transparent huge pages are enabled in `madvise` or `always` mode. Throws std::bad_alloc.
@@ -129,7 +164,7 @@ enum class simd_path : std::uint8_t {
 // is higher than the classic (1 - (1 - 1/m)^{kn})^k at the same m.
 //
 // Word w = 8b + i of words() is word i of block b; bit j of a word is (word >> j) & 1. The
-// array is 32-byte aligned. The count of set bits is kept up to date by every update, so
+// array is 64-byte aligned. The count of set bits is kept up to date by every update, so
 // the fill ratio and the estimates derived from it cost nothing to read.
 //
 // Thread safety: not thread-safe for writers; one owner. Concurrent const calls are safe
@@ -240,6 +275,11 @@ class blocked_bloom_filter {
   // of the true 1.26% at 10 bits per item, 0.057% instead of 0.13% at 16). 1 when every
   // bit is set.
   [[nodiscard]] double estimated_fpr() const noexcept;
+  // estimated_items() and estimated_fpr() of a filter of `bits` bits (a multiple of 256)
+  // with `bits_set` of them set: for structures that keep blocked filters' bits in a layout
+  // of their own (rolling_bloom).
+  [[nodiscard]] static double estimated_items(std::uint64_t bits, std::uint64_t bits_set) noexcept;
+  [[nodiscard]] static double estimated_fpr(std::uint64_t bits, std::uint64_t bits_set) noexcept;
 
   [[nodiscard]] std::uint64_t bits() const noexcept { return blocks_ * kBlockBits; }
   [[nodiscard]] std::uint64_t blocks() const noexcept { return blocks_; }
@@ -291,6 +331,10 @@ class blocked_bloom_filter {
   friend bool operator==(const blocked_bloom_filter& a, const blocked_bloom_filter& b) noexcept;
 
  private:
+  // rolling_bloom keeps its generations' blocks interleaved in one array and builds a
+  // filter of one generation's bits on request (rolling_bloom::generation).
+  friend class rolling_bloom;
+
   void require_compatible(const blocked_bloom_filter& other, const char* operation) const;
   void recount() noexcept;
   [[nodiscard]] std::uint32_t* block_of(hash128 h) noexcept {

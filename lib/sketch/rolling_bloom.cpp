@@ -75,26 +75,113 @@ std::uint64_t elapsed(std::int64_t from, std::int64_t to) noexcept {
   return static_cast<std::uint64_t>(to) - static_cast<std::uint64_t>(from);
 }
 
+// The probes of an item's G blocks, side by side (see the layout), for the scalar and the AVX2
+// path, which set and test the same bits (those of blocked_bloom_filter). The ring slots
+// of generations 0, 1, 2 … are newest, newest + 1, … mod G.
+constexpr std::uint32_t kInOlder = UINT32_MAX;
+// The distance in words between an item's blocks in two adjacent ring slots: one block.
+constexpr std::size_t kStride = blocked_bloom_filter::kWordsPerBlock;
+
+// test_and_insert's probe: the `older` generations after the newest are tested first; when
+// none holds the item its bits are set in the newest's block. Returns kInOlder when an older
+// generation holds it (nothing changes), else the number of bits newly set in the newest
+// (0: the newest held it).
+std::uint32_t probe_scalar(std::uint32_t* group, std::size_t g_count, std::size_t newest,
+                           std::size_t older, std::uint32_t key) noexcept {
+  std::size_t s = newest;
+  for (std::size_t g = 0; g < older; ++g) {
+    if (++s == g_count) s = 0;
+    if (detail::blocked_bloom_contains_scalar(group + s * kStride, key)) return kInOlder;
+  }
+  return detail::blocked_bloom_test_and_insert_scalar(group + newest * kStride, key);
+}
+
+// contains' probe: true when one of the `live` generations from the newest holds the item.
+bool holds_scalar(const std::uint32_t* group, std::size_t g_count, std::size_t newest,
+                  std::size_t live, std::uint32_t key) noexcept {
+  std::size_t s = newest;
+  for (std::size_t g = 0; g < live; ++g) {
+    if (detail::blocked_bloom_contains_scalar(group + s * kStride, key)) return true;
+    if (++s == g_count) s = 0;
+  }
+  return false;
+}
+
+#if SKETCH_BLOCKED_BLOOM_AVX2
+// The same, branch-free, with the item's mask computed once for all generations: every
+// older block is tested (they share the item's cache lines), and the newest's block is
+// rewritten with the mask's bits, or with none of them when an older generation held the
+// item. Without a branch on the answer, which follows the data, a mispredicted branch does
+// not stall the next items' loads, so their cache misses overlap.
+__attribute__((target("avx2"))) std::uint32_t probe_avx2(std::uint32_t* group, std::size_t g_count,
+                                                         std::size_t newest, std::size_t older,
+                                                         std::uint32_t key) noexcept {
+  const __m256i mask = detail::blocked_bloom_mask_avx2(key);
+  std::size_t s = newest;
+  int held = 0;
+  for (std::size_t g = 0; g < older; ++g) {
+    if (++s == g_count) s = 0;
+    held |= detail::blocked_bloom_has_avx2(group + s * kStride, mask) ? 1 : 0;
+  }
+  const __m256i bits = _mm256_andnot_si256(_mm256_set1_epi32(-held), mask);
+  const std::uint32_t added = detail::blocked_bloom_set_avx2(group + newest * kStride, bits);
+  return held != 0 ? kInOlder : added;
+}
+
+__attribute__((target("avx2"))) bool holds_avx2(const std::uint32_t* group, std::size_t g_count,
+                                                std::size_t newest, std::size_t live,
+                                                std::uint32_t key) noexcept {
+  const __m256i mask = detail::blocked_bloom_mask_avx2(key);
+  std::size_t s = newest;
+  for (std::size_t g = 0; g < live; ++g) {
+    if (detail::blocked_bloom_has_avx2(group + s * kStride, mask)) return true;
+    if (++s == g_count) s = 0;
+  }
+  return false;
+}
+#else
+std::uint32_t probe_avx2(std::uint32_t* group, std::size_t g_count, std::size_t newest,
+                         std::size_t older, std::uint32_t key) noexcept {
+  return probe_scalar(group, g_count, newest, older, key);
+}
+
+bool holds_avx2(const std::uint32_t* group, std::size_t g_count, std::size_t newest,
+                std::size_t live, std::uint32_t key) noexcept {
+  return holds_scalar(group, g_count, newest, live, key);
+}
+#endif
+
 }  // namespace
 
-rolling_bloom::rolling_bloom(const rolling_bloom_options& options)
+rolling_bloom::rolling_bloom(const rolling_bloom_options& options, simd_path path)
     : options_(checked(options)),
       slice_ms_(slice_of(options_)),
       share_(share_of(options_)),
       generation_fpr_(generation_fpr_of(options_)),
+      blocks_(generation_bits(options_) / blocked_bloom_filter::kBlockBits),
+      words_(blocks_ * options_.generations * blocked_bloom_filter::kWordsPerBlock, 0U),
+      bits_set_(options_.generations, 0),
+      avx2_(path == simd_path::automatic && detail::cpu_has_avx2()),
       start_ms_(options_.generations, 0),
-      inserted_(options_.generations, 0) {
-  const std::uint64_t bits = generation_bits(options_);
-  ring_.reserve(options_.generations);
-  for (std::uint32_t g = 0; g < options_.generations; ++g) ring_.emplace_back(bits, options_.seed);
+      inserted_(options_.generations, 0) {}
+
+void rolling_bloom::clear_slot(std::size_t s) noexcept {
+  if (bits_set_[s] == 0) return;  // never written since its last clear
+  constexpr std::size_t kWords = blocked_bloom_filter::kWordsPerBlock;
+  for (std::uint64_t b = 0; b < blocks_; ++b) {
+    std::uint32_t* block = words_.data() + block_offset(b, s);
+    std::fill(block, block + kWords, 0U);
+  }
+  bits_set_[s] = 0;
 }
 
 void rolling_bloom::rotate(std::int64_t start_ms) noexcept {
-  newest_ = (newest_ + ring_.size() - 1) % ring_.size();
-  ring_[newest_].clear();
+  const std::size_t g_count = options_.generations;
+  newest_ = newest_ == 0 ? g_count - 1 : newest_ - 1;
+  clear_slot(newest_);
   inserted_[newest_] = 0;
   start_ms_[newest_] = start_ms;
-  live_ = std::min(live_ + 1, ring_.size());
+  live_ = std::min(live_ + 1, g_count);
 }
 
 void rolling_bloom::advance(std::int64_t now_ms) noexcept {
@@ -108,7 +195,7 @@ void rolling_bloom::advance(std::int64_t now_ms) noexcept {
   const std::uint64_t since = elapsed(start, now_ms);
   if (since < slice) return;  // also when time went backwards
   const std::uint64_t slices = since / slice;
-  const std::uint64_t turns = std::min<std::uint64_t>(slices, ring_.size());
+  const std::uint64_t turns = std::min<std::uint64_t>(slices, options_.generations);
   // The slice now_ms falls in starts at start + slices·S <= now_ms; the `turns` new
   // generations take the last `turns` slices of the grid up to and including it. Unsigned
   // arithmetic without overflow: every start lies in [start, now_ms].
@@ -120,15 +207,21 @@ void rolling_bloom::advance(std::int64_t now_ms) noexcept {
 
 bool rolling_bloom::test_and_insert(hash128 h, std::int64_t now_ms) noexcept {
   advance(now_ms);
-  for (std::size_t g = 1; g < live_; ++g) {
-    if (ring_[slot(g)].contains(h)) return true;
-  }
-  if (ring_[newest_].test_and_insert(h)) return true;
-  if (++inserted_[newest_] >= share_) {
+  std::uint32_t* group = group_of(h);
+  const auto key = static_cast<std::uint32_t>(h.low);
+  const std::size_t g_count = options_.generations;
+  const std::uint32_t added = avx2_ ? probe_avx2(group, g_count, newest_, live_ - 1, key)
+                                    : probe_scalar(group, g_count, newest_, live_ - 1, key);
+  // Branch-free on the answer (see probe_avx2); the rotation's branch is rarely taken.
+  const bool present = added == kInOlder || added == 0;
+  const std::uint32_t first = present ? 0 : 1;
+  bits_set_[newest_] += added & (0U - first);
+  inserted_[newest_] += first;
+  if (inserted_[newest_] >= share_) {  // only after an insert: the count was below the share
     rotate(std::max(now_ms, start_ms_[newest_]));
     ++rotations_by_capacity_;
   }
-  return false;
+  return present;
 }
 
 void rolling_bloom::test_and_insert(std::span<const hash128> hashes, std::int64_t now_ms,
@@ -143,41 +236,63 @@ void rolling_bloom::test_and_insert(std::span<const hash128> hashes, std::int64_
 }
 
 bool rolling_bloom::contains(hash128 h) const noexcept {
-  for (std::size_t g = 0; g < live_; ++g) {
-    if (ring_[slot(g)].contains(h)) return true;
+  if (live_ == 0) return false;
+  const std::uint32_t* group = group_of(h);
+  const auto key = static_cast<std::uint32_t>(h.low);
+  const std::size_t g_count = options_.generations;
+  // The newest generation first, then the live older ones.
+  return avx2_ ? holds_avx2(group, g_count, newest_, live_, key)
+               : holds_scalar(group, g_count, newest_, live_, key);
+}
+
+blocked_bloom_filter rolling_bloom::generation(std::size_t generation) const {
+  return slot_filter(slot(generation));
+}
+
+blocked_bloom_filter rolling_bloom::slot_filter(std::size_t s) const {
+  blocked_bloom_filter f(bits_per_generation(), options_.seed);
+  constexpr std::size_t kWords = blocked_bloom_filter::kWordsPerBlock;
+  for (std::uint64_t b = 0; b < blocks_; ++b) {
+    const std::uint32_t* block = words_.data() + block_offset(b, s);
+    std::copy(block, block + kWords, f.words_.data() + b * kWords);
   }
-  return false;
+  f.bits_set_ = bits_set_[s];
+  return f;
 }
 
 double rolling_bloom::fill_ratio(std::size_t generation) const noexcept {
-  return generation < ring_.size() ? ring_[slot(generation)].fill_ratio() : 0.0;
+  if (generation >= options_.generations) return 0.0;
+  return static_cast<double>(bits_set_[slot(generation)]) /
+         static_cast<double>(bits_per_generation());
 }
 
 std::uint64_t rolling_bloom::generation_items(std::size_t generation) const noexcept {
-  return generation < ring_.size() ? inserted_[slot(generation)] : 0;
+  return generation < options_.generations ? inserted_[slot(generation)] : 0;
 }
 
 std::int64_t rolling_bloom::generation_start_ms(std::size_t generation) const noexcept {
-  return generation < ring_.size() ? start_ms_[slot(generation)] : 0;
+  return generation < options_.generations ? start_ms_[slot(generation)] : 0;
 }
 
 double rolling_bloom::estimated_fpr() const noexcept {
   // 1 − Π(1 − p_g) as −expm1(Σ log1p(−p_g)), accurate for small rates.
   double log_pass = 0.0;
-  for (const blocked_bloom_filter& f : ring_) log_pass += std::log1p(-f.estimated_fpr());
+  for (const std::uint64_t set : bits_set_) {
+    log_pass += std::log1p(-blocked_bloom_filter::estimated_fpr(bits_per_generation(), set));
+  }
   return -std::expm1(log_pass);
 }
 
 double rolling_bloom::estimated_items() const noexcept {
   double sum = 0.0;
-  for (const blocked_bloom_filter& f : ring_) sum += f.estimated_items();
+  for (const std::uint64_t set : bits_set_) {
+    sum += blocked_bloom_filter::estimated_items(bits_per_generation(), set);
+  }
   return sum;
 }
 
 std::size_t rolling_bloom::size_bytes() const noexcept {
-  std::size_t sum = 0;
-  for (const blocked_bloom_filter& f : ring_) sum += f.size_bytes();
-  return sum;
+  return words_.size() * sizeof(std::uint32_t);
 }
 
 std::int64_t rolling_bloom::effective_window_ms(std::int64_t now_ms) const noexcept {
@@ -216,10 +331,10 @@ std::string rolling_bloom::serialize() const {
   out.u32(static_cast<std::uint32_t>(live_));
   out.u64(rotations_by_time_);
   out.u64(rotations_by_capacity_);
-  for (std::size_t s = 0; s < ring_.size(); ++s) {
+  for (std::size_t s = 0; s < options_.generations; ++s) {
     out.i64(start_ms_[s]);
     out.u64(inserted_[s]);
-    out.record(ring_[s].serialize());
+    out.record(slot_filter(s).serialize());
   }
   return std::move(out).finish();
 }
@@ -250,7 +365,7 @@ rolling_bloom rolling_bloom::deserialize(std::string_view record) {
   in.require(in.remaining() == expected,
              fmt::format("{} bytes of generations, the options need {}", in.remaining(), expected));
   rolling_bloom r(o);
-  const std::size_t g_count = r.ring_.size();
+  const std::size_t g_count = r.options_.generations;
   in.require(newest < g_count,
              fmt::format("newest slot {} is not below {} generations", newest, g_count));
   in.require(live <= g_count, fmt::format("{} live generations, more than {}", live, g_count));
@@ -272,9 +387,9 @@ rolling_bloom rolling_bloom::deserialize(std::string_view record) {
                                        to_string(structure_type::rolling_bloom), s, e.what()));
       }
     }();
-    in.require(f.bits() == r.ring_[s].bits(),
+    in.require(f.bits() == r.bits_per_generation(),
                fmt::format("generation in slot {} has {} bits, the options give {}", s, f.bits(),
-                           r.ring_[s].bits()));
+                           r.bits_per_generation()));
     in.require(
         f.seed() == o.seed,
         fmt::format("generation in slot {} has seed {:#x}, the record {:#x}", s, f.seed(), o.seed));
@@ -290,7 +405,12 @@ rolling_bloom rolling_bloom::deserialize(std::string_view record) {
                            f.bits_set(), inserted));
     r.start_ms_[s] = start;
     r.inserted_[s] = inserted;
-    r.ring_[s] = std::move(f);
+    constexpr std::size_t kWords = blocked_bloom_filter::kWordsPerBlock;
+    for (std::uint64_t b = 0; b < r.blocks_; ++b) {
+      const std::uint32_t* block = f.words().data() + b * kWords;
+      std::copy(block, block + kWords, r.words_.data() + r.block_offset(b, s));
+    }
+    r.bits_set_[s] = f.bits_set();
   }
   in.done();
   for (std::size_t g = live; g < g_count; ++g) {

@@ -69,6 +69,17 @@ struct rolling_bloom_options {
 // recurring is first-seen again once per horizon. contains() does not move time: it answers
 // as of the latest time passed.
 //
+// Layout. The G generations' bits live in one array of B·G blocks of 256 bits, B the blocks
+// of one generation, interleaved: block b of ring slot s is block b·G + s of the array. An
+// item uses block b = reduce(h.high, B) in every generation, with the bits of
+// blocked_bloom_filter inside it, so its G blocks lie side by side in G/2 cache lines (the
+// array is 64-byte aligned): a probe of every generation costs about one cache miss (two
+// lines for G = 4) instead of G. Generation g's bits are exactly those of a
+// blocked_bloom_filter of B blocks and the same seed that took the same items
+// (generation() builds that filter; serialize() writes it). docs/PERFORMANCE.md compares
+// this layout with a separate array per generation, and with lines (not blocks)
+// interleaved.
+//
 // test_and_insert(), contains() and advance() never allocate or throw.
 //
 // Thread safety: not thread-safe for writers; one owner. Concurrent const calls are safe
@@ -79,7 +90,10 @@ class rolling_bloom {
 
   // Throws std::invalid_argument naming the option that is out of range, or when one
   // generation would exceed blocked_bloom_filter::kMaxBits.
-  explicit rolling_bloom(const rolling_bloom_options& options);
+  // `path` = scalar forces the portable probes (for tests and benchmarks; the bits and the
+  // answers are the same either way, see blocked_bloom_filter).
+  explicit rolling_bloom(const rolling_bloom_options& options,
+                         simd_path path = simd_path::automatic);
 
   // Moves time to `now_ms` (rotations as in the design above), then: true when some
   // generation holds the item (a duplicate, up to the false-positive rate; nothing is
@@ -106,15 +120,16 @@ class rolling_bloom {
   }
 
   // Asks the CPU to start loading the item's block in every live generation (at least
-  // generation 0): the blocks that test_and_insert(h, …) tests and the one it writes, one
-  // cache line each. A hint only: no effect on the state, no allocation; call it some items
-  // ahead, in a batch.
+  // generation 0; side by side, see the layout): the blocks that
+  // test_and_insert(h, …) tests and the one it writes. A hint only: no effect on the state, no
+  // allocation; call it some items ahead, in a batch.
   void prefetch(const hash128& h) const noexcept {
+    const std::uint32_t* group = group_of(h);
     const std::size_t live = live_ > 0 ? live_ : 1;
-    std::size_t s = newest_;  // slot(g), without a division per generation
+    std::size_t s = newest_;
     for (std::size_t g = 0; g < live; ++g) {
-      ring_[s].prefetch(h);
-      if (++s == ring_.size()) s = 0;
+      __builtin_prefetch(group + s * blocked_bloom_filter::kWordsPerBlock, 1, 3);
+      if (++s == options_.generations) s = 0;
     }
   }
 
@@ -123,7 +138,7 @@ class rolling_bloom {
   void advance(std::int64_t now_ms) noexcept;
 
   // G.
-  [[nodiscard]] std::size_t generations() const noexcept { return ring_.size(); }
+  [[nodiscard]] std::size_t generations() const noexcept { return options_.generations; }
   // Fill ratio of generation g (0 = newest); 0 for g >= G.
   [[nodiscard]] double fill_ratio(std::size_t generation) const noexcept;
   // Items inserted into generation g (exact count of first-seen items, at most c); 0 for
@@ -131,10 +146,9 @@ class rolling_bloom {
   [[nodiscard]] std::uint64_t generation_items(std::size_t generation) const noexcept;
   // Start time of generation g in ms; meaningful for the live ones (g < live_generations()).
   [[nodiscard]] std::int64_t generation_start_ms(std::size_t generation) const noexcept;
-  // Generation g's filter (0 = newest), g < G.
-  [[nodiscard]] const blocked_bloom_filter& generation(std::size_t generation) const noexcept {
-    return ring_[slot(generation)];
-  }
+  // A copy of generation g's bits (0 = newest) as a blocked_bloom_filter of B blocks and the
+  // same seed, g < G: the filter that the same items would give. Allocates its bit array.
+  [[nodiscard]] blocked_bloom_filter generation(std::size_t generation) const;
   // Generations started since the clock began, at most G; 0 before the first time passed.
   [[nodiscard]] std::size_t live_generations() const noexcept { return live_; }
 
@@ -146,12 +160,12 @@ class rolling_bloom {
   // Distinct items in the window: Σ_g of each generation's estimated_items()
   // (−(m/8) ln(1 − fill), see blocked_bloom_filter).
   [[nodiscard]] double estimated_items() const noexcept;
-  // Bytes of the G bit arrays.
+  // Bytes of the G generations' bits, 32 · B · G.
   [[nodiscard]] std::size_t size_bytes() const noexcept;
 
   // (G − 1)·S: an item is remembered at least this long under time rotation (>= window_ms).
   [[nodiscard]] std::int64_t guaranteed_horizon_ms() const noexcept {
-    return slice_ms_ * static_cast<std::int64_t>(ring_.size() - 1);
+    return slice_ms_ * static_cast<std::int64_t>(options_.generations - 1);
   }
   // now − start of the oldest live generation (0 before the clock starts, never negative):
   // how far back the ring remembers, between (G − 1)·S and G·S under time rotation once
@@ -184,16 +198,41 @@ class rolling_bloom {
   [[nodiscard]] static rolling_bloom deserialize(std::string_view record);
 
  private:
+  // The ring slot of generation g < G.
   [[nodiscard]] std::size_t slot(std::size_t generation) const noexcept {
-    return (newest_ + generation) % ring_.size();
+    const std::size_t s = newest_ + generation;
+    return s >= options_.generations ? s - options_.generations : s;
   }
+  // The offset in words_ of block b of ring slot s (see the layout).
+  [[nodiscard]] std::size_t block_offset(std::uint64_t b, std::size_t s) const noexcept {
+    return (b * options_.generations + s) * blocked_bloom_filter::kWordsPerBlock;
+  }
+  // The item's block in ring slot 0; its block in slot s is the s-th after it.
+  [[nodiscard]] std::uint32_t* group_of(hash128 h) noexcept {
+    return words_.data() + block_offset(reduce(h.high, blocks_), 0);
+  }
+  [[nodiscard]] const std::uint32_t* group_of(hash128 h) const noexcept {
+    return words_.data() + block_offset(reduce(h.high, blocks_), 0);
+  }
+  [[nodiscard]] std::uint64_t bits_per_generation() const noexcept {
+    return blocks_ * blocked_bloom_filter::kBlockBits;
+  }
+  // A copy of ring slot s's bits as a blocked filter (generation()).
+  [[nodiscard]] blocked_bloom_filter slot_filter(std::size_t s) const;
   void rotate(std::int64_t start_ms) noexcept;
+  // Zeroes the blocks of ring slot s.
+  void clear_slot(std::size_t s) noexcept;
 
   rolling_bloom_options options_;
   std::int64_t slice_ms_;
   std::uint64_t share_;
   double generation_fpr_;
-  std::vector<blocked_bloom_filter> ring_;  // by ring slot; generation g is slot(g)
+  std::uint64_t blocks_;  // B, the blocks of one generation
+  // B·G blocks of 8 words, interleaved by ring slot (see the layout); generation g is
+  // slot(g).
+  std::vector<std::uint32_t, detail::bit_array_allocator<std::uint32_t>> words_;
+  std::vector<std::uint64_t> bits_set_;     // by ring slot
+  bool avx2_;                               // the AVX2 probes (simd_path)
   std::vector<std::int64_t> start_ms_;      // by ring slot
   std::vector<std::uint64_t> inserted_;     // by ring slot
   std::size_t newest_ = 0;                  // ring slot of generation 0

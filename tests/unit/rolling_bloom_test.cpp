@@ -357,6 +357,63 @@ TEST(RollingBloom, IntrospectionDescribesTheGenerations) {
   EXPECT_EQ(r.generation_items(1), 200u);
 }
 
+// ---- layout -------------------------------------------------------------------------------
+
+// The generations share one interleaved array; each must still hold exactly the bits of a
+// blocked filter of the same size and seed that took its items. Through rotations by time
+// and by capacity, every first-seen item is recorded against the generation that took it
+// (generation 0 at the time), and each generation is compared, bit for bit, with a filter
+// built from its record.
+TEST(RollingBloom, EachGenerationHoldsTheBitsOfABlockedFilterOfItsItems) {
+  for (const std::uint32_t generations : {2u, 3u, 4u, 7u}) {
+    rolling_bloom r(options(3000, 300, 0.01, generations));
+    std::deque<std::vector<hash128>> taken(1);  // taken[g]: the items of generation g
+    std::uint64_t next = 0;
+    std::int64_t now = 0;
+    for (int step = 0; step < 4000; ++step) {
+      now += step % 500 == 0 ? 3100 : 1;  // rotations by time (S <= 3000) among those by capacity
+      const hash128 h = key(step % 4 == 0 && next > 0 ? next / 2 : next++);
+      const std::uint64_t by_time = r.rotations_by_time();
+      r.advance(now);  // rotations by time come before the insert
+      for (std::uint64_t t = by_time; t < r.rotations_by_time(); ++t) taken.emplace_front();
+      const std::uint64_t by_capacity = r.rotations_by_capacity();
+      if (!r.test_and_insert(h, now)) taken.front().push_back(h);
+      if (r.rotations_by_capacity() > by_capacity) taken.emplace_front();  // after it
+      while (taken.size() > generations) taken.pop_back();
+    }
+    ASSERT_GT(r.rotations_by_capacity(), 0u);
+    ASSERT_GT(r.rotations_by_time(), 0u);
+    for (std::size_t g = 0; g < r.generations(); ++g) {
+      blocked_bloom_filter expected(r.generation(g).bits(), kSeed);
+      if (g < taken.size()) {
+        for (const hash128& h : taken[g]) expected.insert(h);
+      }
+      EXPECT_TRUE(r.generation(g) == expected) << generations << " generations, generation " << g;
+      EXPECT_EQ(r.fill_ratio(g), expected.fill_ratio()) << g;
+    }
+  }
+}
+
+// The portable probes and the AVX2 ones (where the CPU has it) give the same answers and
+// the same state, byte for byte, through rotations.
+TEST(RollingBloom, ScalarAndAutomaticPathsAgree) {
+  rolling_bloom automatic(options(3000, 300, 0.01));
+  rolling_bloom scalar(options(3000, 300, 0.01), simd_path::scalar);
+  std::uint64_t next = 0;
+  for (std::int64_t t = 0; t < 20000; t += 2) {
+    const hash128 h = key(t % 6 == 0 && next > 0 ? next / 2 : next++);
+    ASSERT_EQ(automatic.test_and_insert(h, t), scalar.test_and_insert(h, t)) << t;
+    if (t % 1000 == 0) {
+      for (std::uint64_t i = 0; i < 50; ++i) {
+        ASSERT_EQ(automatic.contains(key(i * 37)), scalar.contains(key(i * 37)));
+        ASSERT_EQ(automatic.contains(key(kAbsent + i)), scalar.contains(key(kAbsent + i)));
+      }
+    }
+  }
+  EXPECT_GT(automatic.rotations_by_capacity(), 0u);
+  EXPECT_EQ(automatic.serialize(), scalar.serialize());
+}
+
 // ---- serialization ------------------------------------------------------------------------
 
 void expect_same_state(const rolling_bloom& a, const rolling_bloom& b) {
