@@ -28,8 +28,9 @@ struct rolling_bloom_options {
   std::uint64_t seed = kDefaultSeed;
 };
 
-// Design. G generations, each a blocked_bloom_filter with the same size and seed, kept in a
-// ring; generation 0 is the newest and the only one that receives inserts.
+// Design. G generations, each the bits of a blocked_bloom_filter with the same size and seed
+// (stored interleaved, see the layout below), kept in a ring; generation 0 is the newest and
+// the only one that receives inserts.
 //
 //   slice      S = ⌈window_ms / (G − 1)⌉ ms: the time one generation covers;
 //   share      c = ⌈capacity / (G − 1)⌉ items: the most one generation receives;
