@@ -2,10 +2,11 @@
 # Two sketchd instances share a consumer group while events keep arriving, and nothing is
 # lost across the rebalances. A stream of 24,000 JSON events over 6,000 distinct items
 # (each 4 times, fixed seed), keyed by item over 8 partitions, is produced at about
-# 1,000 events/s, so that it outlasts the group's rebalances (each takes seconds). Instance A starts alone; B joins the group while the stream runs
-# (a cooperative rebalance moves partitions from A to B: A's revoke hook delivers its
-# in-flight outputs and stores their offsets first); then A gets SIGTERM (its partitions
-# move to B). Both forward first-seen events to an output topic, with small batches so
+# 1,000 events/s, and its last quarter only once B consumes, so that it outlasts the
+# group's rebalances (each takes seconds). Instance A starts alone; B joins the group while
+# the stream runs (a cooperative rebalance moves partitions from A to B: A's revoke hook
+# delivers its in-flight outputs and stores their offsets first); then A gets SIGTERM (its
+# partitions move to B). Both forward first-seen events to an output topic, with small batches so
 # that the rebalances land between many batches. Checks:
 #   - a rebalance revoked partitions from A while it was consuming, and both instances
 #     exit 0 on SIGTERM;
@@ -67,15 +68,24 @@ port=$port_a
 start_daemon "$work/a.yaml" a
 pid_a=$daemon_pid
 
-# The producer: 100 events every 0.1 s (about 25 s in all), through one kcat.
+# The producer: 100 events every 0.1 s (about 25 s in all), through one kcat. Before the
+# last quarter of the stream it waits (at most 120 s) until the test has seen B consume:
+# a group's rebalance can take several 5 s rounds of the broker, and the stream must still
+# be running when A is stopped.
 export BOOTSTRAP=$bootstrap
-"$python" - "$work/events" <<'EOF' >"$work/producer.log" 2>&1 &
+"$python" - "$work/events" "$work/b-consuming" <<'EOF' >"$work/producer.log" 2>&1 &
 import subprocess, sys, time, os
 lines = open(sys.argv[1], "rb").read().splitlines(keepends=True)
+go = sys.argv[2]
 bootstrap = os.environ["BOOTSTRAP"]
 kcat = subprocess.Popen(["kcat", "-P", "-b", bootstrap, "-t", "events", "-K|", "-X", "linger.ms=5"],
                         stdin=subprocess.PIPE)
+hold = len(lines) * 3 // 4 // 100 * 100
 for i in range(0, len(lines), 100):
+    if i == hold:
+        deadline = time.monotonic() + 120
+        while not os.path.exists(go) and time.monotonic() < deadline:
+            time.sleep(0.1)
     kcat.stdin.write(b"".join(lines[i:i + 100]))
     kcat.stdin.flush()
     time.sleep(0.1)
@@ -97,6 +107,7 @@ pid_b=$daemon_pid
 wait_metric 'sketchd_messages_consumed_total{topic="events"}' -ge 1 60
 log "B is consuming (${metric} events)"
 kill -0 "$producer_pid" 2>/dev/null || fail "the stream ended before B took partitions: the test proves nothing"
+touch "$work/b-consuming"  # the producer sends the rest of the stream
 grep -q 'revoked [1-9][0-9]* partition(s)' "$work/a.err" || fail "no partition was revoked from A when B joined"
 
 stop_process "$pid_a" 15 || fail "A did not exit within 15 s of SIGTERM"
