@@ -91,12 +91,11 @@ const stream& stream_of(std::uint64_t capacity) {
 // G blocked filters probed in turn, rotated by capacity as rolling_bloom does.
 class separate_generations {
  public:
-  explicit separate_generations(const sketch::rolling_bloom_options& o)
-      : share_(sketch::rolling_bloom(o).generation_capacity()) {
-    const sketch::rolling_bloom sized(o);
-    for (std::uint32_t g = 0; g < o.generations; ++g) {
-      ring_.emplace_back(sized.generation(0).bits(), o.seed);
-    }
+  // Generations of the size and share rolling_bloom gives them.
+  explicit separate_generations(const sketch::rolling_bloom& sized)
+      : share_(sized.generation_capacity()) {
+    const std::uint64_t bits = sized.generation(0).bits();
+    for (std::size_t g = 0; g < sized.generations(); ++g) ring_.emplace_back(bits, sized.seed());
   }
   bool test_and_insert(hash128 h) noexcept {
     for (std::size_t g = 1; g < ring_.size(); ++g) {
@@ -138,8 +137,8 @@ class separate_generations {
 // G exact sets of the 64-bit hash, rotated by capacity the same way.
 class exact_generations {
  public:
-  explicit exact_generations(const sketch::rolling_bloom_options& o)
-      : share_(sketch::rolling_bloom(o).generation_capacity()), ring_(o.generations) {
+  explicit exact_generations(const sketch::rolling_bloom& sized)
+      : share_(sized.generation_capacity()), ring_(sized.generations()) {
     for (auto& set : ring_) set.reserve(share_);
   }
   bool test_and_insert(hash128 h) {
@@ -228,19 +227,22 @@ void rolling_bloom_batch(benchmark::State& state) {
 }
 
 void separate_batch(benchmark::State& state) {
-  separate_generations r(options_for(static_cast<std::uint64_t>(state.range(0))));
+  separate_generations r(
+      sketch::rolling_bloom(options_for(static_cast<std::uint64_t>(state.range(0)))));
   run_batches(state, r, [&](std::span<const hash128> hashes, std::span<bool> present) {
     r.test_and_insert(hashes, present);
   });
 }
 
 void separate(benchmark::State& state) {
-  separate_generations r(options_for(static_cast<std::uint64_t>(state.range(0))));
+  separate_generations r(
+      sketch::rolling_bloom(options_for(static_cast<std::uint64_t>(state.range(0)))));
   run(state, r, [&](const hash128& h) { return r.test_and_insert(h); });
 }
 
 void exact(benchmark::State& state) {
-  exact_generations r(options_for(static_cast<std::uint64_t>(state.range(0))));
+  exact_generations r(
+      sketch::rolling_bloom(options_for(static_cast<std::uint64_t>(state.range(0)))));
   run(state, r, [&](const hash128& h) { return r.test_and_insert(h); });
 }
 
