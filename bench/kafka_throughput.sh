@@ -36,10 +36,17 @@
 # processing step) without Kafka, with far less noise.
 #
 # Usage: bench/kafka_throughput.sh BUILD_DIR   (N=600000 REPEAT=3 by default)
+#
+# To compare two builds of sketchd on the same broker and events, set OTHER_SKETCHD to the
+# other build's daemon/sketchd: each round then also runs it next to this build's
+# consume-only round (after it in odd rounds, before it in even ones), and the medians
+# include its row.
 set -euo pipefail
 
 build=${1:?usage: $0 BUILD_DIR}
 sketchd=$build/daemon/sketchd
+other=${OTHER_SKETCHD:-}
+[[ -z $other || -x $other ]] || { echo "$0: OTHER_SKETCHD=$other is not an executable" >&2; exit 1; }
 bare=$build/bench/kafka_bare
 bare_libc=$build/bench/kafka_bare_libc
 for exe in "$sketchd" "$bare" "$bare_libc"; do
@@ -113,7 +120,7 @@ pipelines:
     dedup: { window: 1h, capacity: 2M, fpr: 0.001${output:+, output_topic: $output} }
 log: { level: warn }
 EOF
-  "$sketchd" run --config "$work/$name.yaml" >"$work/$name.out" 2>"$work/$name.err" &
+  "${SKETCHD:-$sketchd}" run --config "$work/$name.yaml" >"$work/$name.out" 2>"$work/$name.err" &
   local pid=$!
   pids+=("$pid")
   python3 - "$port" "$n" "$output" "$pid" "$work/$name.threads" <<'EOF'
@@ -192,7 +199,13 @@ declare -A rates
 for r in $(seq "$repeat"); do
   rates[bare_consume]+=" $(bare_rate consume "bare-consume-$r")"
   rates[bare_libc]+=" $(BARE=$bare_libc bare_rate consume "bare-libc-$r")"
+  # With OTHER_SKETCHD, the two builds take turns at going first.
+  if [[ -n $other ]] && ((r % 2 == 0)); then rates[other]+=" $(SKETCHD=$other sketchd_rate "other-$r" "")"; fi
   rates[sketchd]+=" $(sketchd_rate "sketchd-$r" "")"
+  if [[ -n $other ]]; then
+    if ((r % 2 == 1)); then rates[other]+=" $(SKETCHD=$other sketchd_rate "other-$r" "")"; fi
+    echo "round $r: sketchd${rates[sketchd]##* } other build${rates[other]##* } (msg/s); CPU ns per message by thread: other build $(cat "$work/other-$r.threads")"
+  fi
   rates[bare_pipe]+=" $(bare_rate pipe "bare-pipe-$r" --output pipe)"
   rates[sketchd_forward]+=" $(sketchd_rate "forward-$r" out)"
   echo "round $r: bare consume${rates[bare_consume]##* } bare libc${rates[bare_libc]##* } sketchd${rates[sketchd]##* } bare pipe${rates[bare_pipe]##* } sketchd forward${rates[sketchd_forward]##* } (msg/s)"
@@ -202,20 +215,24 @@ for r in $(seq "$repeat"); do
 done
 
 python3 - "${rates[bare_consume]}" "${rates[sketchd]}" "${rates[bare_pipe]}" "${rates[sketchd_forward]}" \
-  "${rates[bare_libc]}" <<'EOF'
+  "${rates[bare_libc]}" "${rates[other]:-}" <<'EOF'
 import statistics, sys
-bare_c, sk, bare_p, fwd, bare_l = ([float(x) for x in a.split()] for a in sys.argv[1:6])
+bare_c, sk, bare_p, fwd, bare_l, other = ([float(x) for x in a.split()] for a in sys.argv[1:7])
 def row(name, xs):
     return f"| {name} | {statistics.median(xs):,.0f} | {min(xs):,.0f}–{max(xs):,.0f} |"
 print("\n| run | median msg/s | range |\n|---|---|---|")
 for name, xs in (("bare consumer", bare_c), ("bare consumer, glibc's allocator", bare_l),
                  ("sketchd (heavy hitters + dedup)", sk),
+                 *((("the other build of sketchd (OTHER_SKETCHD)", other),) if other else ()),
                  ("bare consume-produce pipe", bare_p), ("sketchd forwarding first-seen", fwd)):
     print(row(name, xs))
 c = statistics.median(sk) / statistics.median(bare_c)
 f = statistics.median(fwd) / statistics.median(bare_p)
 print(f"\nsketchd / bare consumer: {c:.0%} (goal ≥ 90%: {'met' if c >= 0.9 else 'not met'})")
 print(f"sketchd forward / bare pipe: {f:.0%} (goal ≥ 85%: {'met' if f >= 0.85 else 'not met'})")
+if other:
+    print(f"the other build / bare consumer: {statistics.median(other) / statistics.median(bare_c):.0%}; "
+          f"this build faster in {sum(a > b for a, b in zip(sk, other))} of {len(sk)} rounds")
 print(f"sketchd / bare consumer on glibc's allocator: {statistics.median(sk) / statistics.median(bare_l):.0%}"
       " (not a goal: the baselines above use sketchd's allocator)")
 EOF

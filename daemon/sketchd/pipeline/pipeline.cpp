@@ -51,6 +51,8 @@ pipeline::pipeline(const pipeline_config& config, std::uint64_t seed)
   parameters_ = describe_parameters();
   group_.resize(extractor::kBatchMessages);
   group_results_.resize(extractor::kBatchMessages);
+  group_hashes_.resize(extractor::kBatchMessages);
+  group_times_.resize(extractor::kBatchMessages);
 }
 
 void pipeline::begin_batch() { batch_lock_.lock(); }
@@ -79,10 +81,56 @@ void pipeline::process(std::span<const pipeline_input> batch, std::int64_t wall_
     const std::size_t size = std::min(batch.size() - done, group_.size());
     for (std::size_t i = 0; i < size; ++i) group_[i] = batch[done + i].message;
     const std::size_t n = extractor_.extract(std::span(group_).first(size), group_results_);
-    for (std::size_t i = 0; i < n; ++i) {
-      out[done + i] = feed(group_results_[i], batch[done + i].event_ms, wall_ms);
-    }
+    feed_group(batch.subspan(done, n), wall_ms, out.subspan(done, n));
     done += n;
+  }
+}
+
+void pipeline::feed_group(std::span<const pipeline_input> inputs, std::int64_t wall_ms,
+                          std::span<verdict> out) noexcept {
+  // The items of group_results_, in three passes: their hashes and times first, then the
+  // heavy hitters, then dedup. Each structure's pass asks for the cache lines of the item
+  // kAhead places on while it updates this one, so that the misses of a sketch larger than
+  // the cache overlap instead of coming one after the other (what
+  // rolling_bloom::test_and_insert(span, …) does for a batch of one time). The answers and
+  // the state are those of feed() called item by item: each structure sees its items in
+  // order, with their own times, and the two structures are independent.
+  constexpr std::size_t kAhead = 16;
+  const std::size_t n = inputs.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const extract_result& r = group_results_[i];
+    if (r.failure != extract_failure::none) {
+      ++local_.failures[static_cast<std::size_t>(r.failure)];
+      out[i] = verdict::skipped;
+      continue;
+    }
+    ++local_.items;
+    group_hashes_[i] = sketch::hash_item(r.item, seed_);
+    group_times_[i] = clock_of(inputs[i].event_ms, wall_ms);
+    out[i] = verdict::counted;
+  }
+  const auto has_item = [&](std::size_t i) { return out[i] != verdict::skipped; };
+  if (heavy_) {
+    for (std::size_t i = 0; i < std::min(n, kAhead); ++i) {
+      if (has_item(i)) heavy_->prefetch(group_hashes_[i]);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i + kAhead < n && has_item(i + kAhead)) heavy_->prefetch(group_hashes_[i + kAhead]);
+      if (has_item(i)) heavy_->update(group_hashes_[i], group_results_[i].item, group_times_[i]);
+    }
+  }
+  if (dedup_) {
+    for (std::size_t i = 0; i < std::min(n, kAhead); ++i) {
+      if (has_item(i)) dedup_->prefetch(group_hashes_[i]);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i + kAhead < n && has_item(i + kAhead)) dedup_->prefetch(group_hashes_[i + kAhead]);
+      if (!has_item(i)) continue;
+      const bool seen = dedup_->test_and_insert(group_hashes_[i], group_times_[i]);
+      local_.duplicates += seen ? 1 : 0;
+      local_.first_seen += seen ? 0 : 1;
+      out[i] = seen ? verdict::duplicate : verdict::first_seen;
+    }
   }
 }
 

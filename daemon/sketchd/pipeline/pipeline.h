@@ -122,6 +122,10 @@ class pipeline {
  private:
   // Feeds an extracted item (or counts its failure).
   verdict feed(const extract_result& r, std::int64_t event_ms, std::int64_t wall_ms) noexcept;
+  // feed() for every item of group_results_ (inputs[i]'s is group_results_[i]), out[i] its
+  // verdict.
+  void feed_group(std::span<const pipeline_input> inputs, std::int64_t wall_ms,
+                  std::span<verdict> out) noexcept;
   std::int64_t clock_of(std::int64_t event_ms, std::int64_t wall_ms) noexcept;
   std::string describe_json_locked() const;
   std::string describe_parameters() const;
@@ -138,6 +142,8 @@ class pipeline {
   // A group of a batch, for the extractor (extractor::kBatchMessages each).
   std::vector<const message_view*> group_;
   std::vector<extract_result> group_results_;
+  std::vector<sketch::hash128> group_hashes_;  // of group_results_' items
+  std::vector<std::int64_t> group_times_;      // their times on the pipeline's clock
   pipeline_counters local_;      // processing thread only
   pipeline_counters published_;  // under mutex_
   // The pipeline's clock: the latest time seen, and the wall time when it was seen, so
