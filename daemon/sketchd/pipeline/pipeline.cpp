@@ -91,10 +91,12 @@ void pipeline::feed_group(std::span<const pipeline_input> inputs, std::int64_t w
   // The items of group_results_, in three passes: their hashes and times first, then the
   // heavy hitters, then dedup. Each structure's pass asks for the cache lines of the item
   // kAhead places on while it updates this one, so that the misses of a sketch larger than
-  // the cache overlap instead of coming one after the other (what
-  // rolling_bloom::test_and_insert(span, …) does for a batch of one time). The answers and
-  // the state are those of feed() called item by item: each structure sees its items in
-  // order, with their own times, and the two structures are independent.
+  // the cache overlap instead of coming one after the other (as
+  // rolling_bloom::test_and_insert(span, …) does for items that share one time). The
+  // answers and the state are those of feed() called item by item: each structure sees its
+  // items in order, with their own times, and the two structures are independent. One loop
+  // feeding both structures, prefetching alike, measured no faster than no prefetching at
+  // all (docs/PERFORMANCE.md, "Daemon throughput").
   constexpr std::size_t kAhead = 16;
   const std::size_t n = inputs.size();
   for (std::size_t i = 0; i < n; ++i) {
