@@ -163,6 +163,22 @@ void fill_every_generation(sketchd::pipeline& p, std::int64_t& now) {
   }
 }
 
+// True when every dedup generation of `p` holds bits (sketchd_bloom_fill_ratio > 0).
+bool every_generation_live(const sketchd::pipeline& p) {
+  std::vector<sketchd::metrics::metric_family> families;
+  p.collect(families);
+  std::size_t live = 0;
+  std::size_t generations = 0;
+  for (const auto& f : families) {
+    if (f.name != "sketchd_bloom_fill_ratio") continue;
+    for (const auto& s : f.samples) {
+      ++generations;
+      live += s.value > 0 ? 1 : 0;
+    }
+  }
+  return generations > 0 && live == generations;
+}
+
 // One iteration is one batch of kBatch messages: the rate is per message. `steady`: after
 // fill_every_generation().
 void pipeline_process(benchmark::State& state, bool heavy_hitters, bool dedup,
@@ -178,7 +194,13 @@ void pipeline_process(benchmark::State& state, bool heavy_hitters, bool dedup,
   std::vector<sketchd::verdict> verdicts(kBatch);
   std::size_t next = 0;
   std::int64_t now = kStartMs;
-  if (steady) fill_every_generation(p, now);
+  if (steady) {
+    fill_every_generation(p, now);
+    if (!every_generation_live(p)) {
+      state.SkipWithError("the warm-up left a dedup generation empty");
+      return;
+    }
+  }
   for (auto _ : state) {
     if (next + kBatch > views.size()) next = 0;
     p.begin_batch();
