@@ -112,27 +112,28 @@ void pipeline::feed_group(std::span<const pipeline_input> inputs, std::int64_t w
     out[i] = verdict::counted;
   }
   const auto has_item = [&](std::size_t i) { return out[i] != verdict::skipped; };
-  if (heavy_) {
+  // One structure's pass: feed(i) for each item, the item kAhead on prefetched.
+  const auto pass = [&](const auto& structure, auto&& feed) {
     for (std::size_t i = 0; i < std::min(n, kAhead); ++i) {
-      if (has_item(i)) heavy_->prefetch(group_hashes_[i]);
+      if (has_item(i)) structure.prefetch(group_hashes_[i]);
     }
     for (std::size_t i = 0; i < n; ++i) {
-      if (i + kAhead < n && has_item(i + kAhead)) heavy_->prefetch(group_hashes_[i + kAhead]);
-      if (has_item(i)) heavy_->update(group_hashes_[i], group_results_[i].item, group_times_[i]);
+      if (i + kAhead < n && has_item(i + kAhead)) structure.prefetch(group_hashes_[i + kAhead]);
+      if (has_item(i)) feed(i);
     }
+  };
+  if (heavy_) {
+    pass(*heavy_, [&](std::size_t i) {
+      heavy_->update(group_hashes_[i], group_results_[i].item, group_times_[i]);
+    });
   }
   if (dedup_) {
-    for (std::size_t i = 0; i < std::min(n, kAhead); ++i) {
-      if (has_item(i)) dedup_->prefetch(group_hashes_[i]);
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      if (i + kAhead < n && has_item(i + kAhead)) dedup_->prefetch(group_hashes_[i + kAhead]);
-      if (!has_item(i)) continue;
+    pass(*dedup_, [&](std::size_t i) {
       const bool seen = dedup_->test_and_insert(group_hashes_[i], group_times_[i]);
       local_.duplicates += seen ? 1 : 0;
       local_.first_seen += seen ? 0 : 1;
       out[i] = seen ? verdict::duplicate : verdict::first_seen;
-    }
+    });
   }
 }
 
