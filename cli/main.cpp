@@ -1,17 +1,21 @@
 // `sketch`: the sketch library on files and pipes. The interface is the contract of
 // DESIGN.md ("sketch command"): size, fpr, dedup, topk. Bad arguments: one line naming
 // the argument on stderr, exit status 2.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "line_reader.h"
@@ -67,6 +71,28 @@ std::string decimal(double p) {
   return fmt::format("{:.{}f}", p, digits);
 }
 
+// Runs `size`, which sizes or builds a filter from the options named by `options`: a size
+// the library refuses (more than 2^40 bits) is a usage error naming them.
+template <class F>
+void sized_by(std::string_view options, F&& size) {
+  try {
+    size();
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(fmt::format("{}: {}", options, e.what()));
+  } catch (const std::bad_alloc&) {
+    throw usage_error(fmt::format("{}: not enough memory for a filter of this size", options));
+  }
+}
+
+// Every FILE must be readable before any output: a missing one is a bad argument.
+void check_readable(const std::vector<std::string>& files) {
+  for (const std::string& name : files) {
+    if (name != "-" && ::access(name.c_str(), R_OK) != 0) {
+      throw usage_error(fmt::format("FILE: cannot read {}: {}", name, std::strerror(errno)));
+    }
+  }
+}
+
 // Progress on stderr, only when it is a terminal, at most twice a second.
 class progress {
  public:
@@ -103,16 +129,18 @@ int run_size(const size_options& o) {
   std::uint64_t bits = 0;
   std::uint32_t hashes = 0;
   double fpr = 0;
-  if (o.layout == "classic") {
-    const auto s = bloom_math::suggest_classic(n, p);
-    bits = s.bits;
-    hashes = s.hashes;
-    fpr = s.fpr;
-  } else {
-    bits = blocked_bloom_filter::bits_for(n, p);
-    hashes = blocked_bloom_filter::kHashes;
-    fpr = blocked_bloom_filter::fpr(static_cast<double>(bits), static_cast<double>(n));
-  }
+  sized_by("--items, --fpr", [&] {
+    if (o.layout == "classic") {
+      const auto s = bloom_math::suggest_classic(n, p);
+      bits = s.bits;
+      hashes = s.hashes;
+      fpr = s.fpr;
+    } else {
+      bits = blocked_bloom_filter::bits_for(n, p);
+      hashes = blocked_bloom_filter::kHashes;
+      fpr = blocked_bloom_filter::fpr(static_cast<double>(bits), static_cast<double>(n));
+    }
+  });
   fmt::print("bits: {}\nbytes: {}\nhashes: {}\nbits_per_item: {:.4f}\nfpr: {}\n", bits, (bits + 7) / 8, hashes,
              static_cast<double>(bits) / static_cast<double>(n), decimal(fpr));
   return 0;
@@ -149,7 +177,7 @@ struct dedup_options {
   std::optional<double> fpr;
   std::optional<double> bits_per_item;
   std::optional<std::uint32_t> hashes;
-  std::string layout = "blocked";
+  std::optional<std::string> layout;  // blocked, or classic when --hashes is given
   std::vector<std::string> files;
 };
 
@@ -193,27 +221,34 @@ int run_dedup(const dedup_options& o) {
     throw usage_error(fmt::format("--bits-per-item: must be in [1, 1024], got {}", *o.bits_per_item));
   }
   const double p = o.fpr ? parse_probability("--fpr", *o.fpr) : 0.001;
-  if (o.layout == "classic") {
+  // --hashes asks for a number of hash functions, which only the classic layout takes.
+  const std::string layout = o.layout.value_or(o.hashes ? "classic" : "blocked");
+  const std::string_view sizing = o.bits_per_item ? "--items, --bits-per-item" : "--items, --fpr";
+  check_readable(o.files);
+  if (layout == "classic") {
     std::optional<bloom_filter> f;
     if (o.bits_per_item) {
       const auto bits = static_cast<std::uint64_t>(std::ceil(*o.bits_per_item * static_cast<double>(n)));
       const std::uint32_t k = o.hashes ? *o.hashes : bloom_math::optimal_hashes(*o.bits_per_item);
       if (k < 1 || k > 64) throw usage_error(fmt::format("--hashes: must be in 1..64, got {}", k));
-      f.emplace(bits, k);
+      sized_by(sizing, [&] { f.emplace(bits, k); });
     } else {
-      f.emplace(bloom_filter::for_capacity(n, p));
+      sized_by(sizing, [&] { f.emplace(bloom_filter::for_capacity(n, p)); });
     }
     return dedup_with(*f, o, n, bloom_math::fpr_exact(static_cast<double>(f->bits()), static_cast<double>(n), f->hashes()));
   }
   if (o.hashes && *o.hashes != blocked_bloom_filter::kHashes) {
-    throw usage_error(fmt::format("--hashes: a blocked filter always uses {} hashes (use --layout classic)",
-                                  blocked_bloom_filter::kHashes));
+    throw usage_error(fmt::format(
+        "--hashes: a blocked filter always uses {} hashes, got {} (leave out --layout blocked)",
+        blocked_bloom_filter::kHashes, *o.hashes));
   }
   std::optional<blocked_bloom_filter> f;
   if (o.bits_per_item) {
-    f.emplace(static_cast<std::uint64_t>(std::ceil(*o.bits_per_item * static_cast<double>(n))));
+    sized_by(sizing, [&] {
+      f.emplace(static_cast<std::uint64_t>(std::ceil(*o.bits_per_item * static_cast<double>(n))));
+    });
   } else {
-    f.emplace(blocked_bloom_filter::for_capacity(n, p));
+    sized_by(sizing, [&] { f.emplace(blocked_bloom_filter::for_capacity(n, p)); });
   }
   return dedup_with(*f, o, n, blocked_bloom_filter::fpr(static_cast<double>(f->bits()), static_cast<double>(n)));
 }
@@ -229,6 +264,7 @@ int run_topk(const topk_options& o) {
   if (o.k < 1 || o.k > 1000) throw usage_error(fmt::format("-k: must be in 1..1000, got {}", o.k));
   parse_probability("--epsilon", o.epsilon);
   parse_probability("--delta", o.delta);
+  check_readable(o.files);
   count_min_sketch cms = count_min_sketch::from_error(o.epsilon, o.delta, kDefaultSeed, /*conservative=*/true);
   // Candidates: a few times k, so that items near the k-th do not push each other out.
   top_k_tracker tracker(o.k, o.epsilon, std::clamp<std::uint32_t>(4 * o.k, 64, top_k_tracker::kMaxCapacity));
@@ -260,6 +296,8 @@ int main(int argc, char** argv) {
       "Items are lines; FILE arguments are read in order, stdin when there are none.",
       "sketch"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", fmt::format("sketch {}", SKETCH_VERSION),
+                       "Print the version and exit");
   app.set_help_all_flag("--help-all", "Show the help of every command");
 
   size_options size;
@@ -284,8 +322,13 @@ int main(int argc, char** argv) {
   dedup_cmd->add_option("--items", dedup.items, "Distinct lines expected (default 10M); sizes the filter");
   dedup_cmd->add_option("--fpr", dedup.fpr, "Target false-positive probability (default 0.001)");
   dedup_cmd->add_option("--bits-per-item", dedup.bits_per_item, "Bits per expected item, instead of --fpr");
-  dedup_cmd->add_option("--hashes", dedup.hashes, "Hash functions with --bits-per-item (classic layout)");
-  dedup_cmd->add_option("--layout", dedup.layout, "blocked (the default, fastest) or classic")
+  dedup_cmd->add_option("--hashes", dedup.hashes,
+                        "Hash functions with --bits-per-item (then the layout is classic unless "
+                        "--layout says blocked)");
+  dedup_cmd
+      ->add_option(
+          "--layout", dedup.layout,
+          "blocked (the default, fastest; 8 hashes) or classic (the default with --hashes)")
       ->check(CLI::IsMember({"classic", "blocked"}));
   dedup_cmd->add_option("FILE", dedup.files, "Input files (stdin when none, or -)");
 
@@ -297,6 +340,14 @@ int main(int argc, char** argv) {
   topk_cmd->add_option("FILE", topk.files, "Input files (stdin when none, or -)");
 
   try {
+    // A first word that is no command would otherwise be reported as a missing command.
+    const auto commands = app.get_subcommands([](const CLI::App*) { return true; });
+    if (argc > 1 && argv[1][0] != '-' &&
+        std::none_of(commands.begin(), commands.end(),
+                     [&](const CLI::App* c) { return c->check_name(argv[1]); })) {
+      throw usage_error(
+          fmt::format("{}: not a command (size, fpr, dedup or topk; see sketch --help)", argv[1]));
+    }
     app.parse(argc, argv);
     if (*size_cmd) return run_size(size);
     if (*fpr_cmd) return run_fpr(fpr);
@@ -305,6 +356,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     fmt::print(stderr, "sketch: {}\n", e.what());

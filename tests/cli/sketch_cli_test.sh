@@ -1,0 +1,323 @@
+#!/usr/bin/env bash
+# The `sketch` command end to end (DESIGN.md, "sketch command"), on real text: a word list
+# (Debian's wamerican, installed by scripts/install-deps.sh; generated words when absent).
+#
+#   size, fpr     the README's figures and the lectures' examples (seeds 000, 003, 004);
+#   dedup         against awk '!seen[$0]++' on the same input: every line it prints is a
+#                 first occurrence, printed once and in order (no false negatives), and the
+#                 first occurrences it drops (false positives) are at most a bound derived
+#                 from the filter's false-positive rate (below); files, stdin and `-` give
+#                 the same output; bytes are kept as they are (CR, NUL, a last line without
+#                 a newline); more distinct lines than --items is warned about;
+#   topk          against exact counts: the format, the order, estimates within
+#                 [true, true + εN], and the exact top items found;
+#   bad arguments one line on stderr naming the argument, exit status 2;
+#   memory        bounded whatever the input (not on a sanitizer build, whose allocator
+#                 keeps freed memory on purpose);
+#   progress      on stderr only when it is a terminal.
+#
+# The false-positive bound: each new line is dropped with a probability at most the
+# filter's FPR once it holds all d distinct lines, p = `sketch fpr` at (bits, d), so the
+# number dropped is at most Binomial(d, p) in distribution; the test allows its quantile at
+# 1 − 10⁻⁶. Inputs come from fixed seeds, so a run is deterministic.
+#
+# Usage: tests/cli/sketch_cli_test.sh PATH/TO/sketch
+set -euo pipefail
+
+sketch=${1:?usage: $0 PATH/TO/sketch}
+[[ -x $sketch ]] || { echo "FAIL: $sketch is not an executable" >&2; exit 1; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/sketch-cli-test.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+ok() { echo "ok: $*"; }
+
+# expect_lines NAME EXPECTED -- ARGS…: the command's stdout must be EXPECTED exactly.
+expect_lines() {
+  local name=$1 expected=$2 got
+  shift 3
+  got=$("$sketch" "$@") || { fail "$name: exit status $?"; return; }
+  if [[ $got == "$expected" ]]; then ok "$name"; else fail "$name: got"$'\n'"$got"$'\n'"expected"$'\n'"$expected"; fi
+}
+
+# expect_near NAME VALUE TOLERANCE -- ARGS…: the command prints one number within
+# TOLERANCE (relative) of VALUE.
+expect_near() {
+  local name=$1 value=$2 tolerance=$3 got
+  shift 4
+  got=$("$sketch" "$@") || { fail "$name: exit status $?"; return; }
+  if python3 -c 'import sys; g, v, t = map(float, sys.argv[1:]); sys.exit(abs(g - v) > t * v)' \
+    "$got" "$value" "$tolerance"; then
+    ok "$name ($got)"
+  else
+    fail "$name: got $got, expected $value within ${tolerance} relative"
+  fi
+}
+
+# field NAME OUTPUT: the value of the line "NAME: VALUE" of `sketch size`.
+field() { sed -n "s/^$1: //p" <<<"$2"; }
+
+# ---- size and fpr ----------------------------------------------------------------------
+expect_lines "size, blocked (README)" $'bits: 168898304\nbytes: 21112288\nhashes: 8\nbits_per_item: 16.8898\nfpr: 0.000999994' \
+  -- size --items 10M --fpr 0.001
+expect_lines "size, classic (README)" $'bits: 143776394\nbytes: 17972050\nhashes: 10\nbits_per_item: 14.3776\nfpr: 0.001000000' \
+  -- size --items 10M --fpr 0.001 --layout classic
+# Seed 003: n = 5,000,000, k = 30 vectors of 2,500,000 bits → 1.28%.
+expect_near "fpr, partitioned (seed 003: 1.28%)" 0.0128 0.01 -- fpr --bits 2500000 --items 5000000 --hashes 30 --layout partitioned
+# Seed 000: the spell checker, 8 bits per word and 5 hash functions → about 2%.
+expect_near "fpr, 8 bits per item, k = 5 (seed 000: about 2%)" 0.0217 0.01 -- fpr --bits 8000000 --items 1000000 --hashes 5
+# Seed 004's table: m/n = 10, k = 7 → 0.00819.
+expect_near "fpr, m/n = 10, k = 7 (seed 004: 0.00819)" 0.00819 0.001 -- fpr --bits 10000000 --items 1000000 --hashes 7
+# The classic formula (1 − (1 − 1/m)^(kn))^k, computed here independently.
+expect_near "fpr, classic, exact formula" \
+  "$(python3 -c 'm, n, k = 1000, 100, 7; print((1 - (1 - 1 / m) ** (k * n)) ** k)')" 1e-5 -- fpr --bits 1000 --items 100 --hashes 7
+
+# ---- the text ----------------------------------------------------------------------------
+dict=""
+for f in /usr/share/dict/words /usr/share/dict/american-english; do
+  [[ -r $f ]] && { dict=$f; break; }
+done
+python3 - "$dict" "$work" <<'EOF'
+import random, sys
+dict_path, work = sys.argv[1], sys.argv[2]
+if dict_path:
+    words = list(dict.fromkeys(open(dict_path, "rb").read().split(b"\n")))
+    words = [w for w in words if w]
+else:  # no word list: pseudo-words from a fixed seed
+    rng = random.Random(3)
+    words = list(dict.fromkeys(bytes(rng.choices(b"abcdefghijklmnopqrstuvwxyz", k=rng.randint(3, 12)))
+                               for _ in range(100_000)))
+rng = random.Random(7)
+# dedup input: every word once, a third of them again, a tenth a third time, shuffled.
+lines = words + rng.sample(words, len(words) // 3) + rng.sample(words, len(words) // 10)
+rng.shuffle(lines)
+with open(f"{work}/lines.txt", "wb") as f:
+    f.write(b"\n".join(lines) + b"\n")
+# topk input: 200,000 tokens, Zipf(1.2) over 5,000 words.
+top = words[:5000]
+weights = [1 / (r ** 1.2) for r in range(1, len(top) + 1)]
+tokens = rng.choices(top, weights=weights, k=200_000)
+with open(f"{work}/tokens.txt", "wb") as f:
+    f.write(b"\n".join(tokens) + b"\n")
+EOF
+echo "text: ${dict:-generated words}, $(wc -l <"$work/lines.txt") lines"
+
+# check_dedup NAME OUTPUT BITS [HASHES]: OUTPUT against awk's exact output, with the
+# false-positive bound of a filter of BITS bits (and HASHES hashes: classic).
+awk '!seen[$0]++' "$work/lines.txt" >"$work/exact.txt"
+check_dedup() {
+  local name=$1 output=$2 bits=$3 hashes=${4:-} distinct p
+  distinct=$(wc -l <"$work/exact.txt")
+  if [[ -n $hashes ]]; then
+    p=$("$sketch" fpr --bits "$bits" --items "$distinct" --hashes "$hashes")
+  else
+    p=$("$sketch" fpr --bits "$bits" --items "$distinct" --layout blocked)
+  fi
+  if python3 - "$work/exact.txt" "$output" "$distinct" "$p" <<'EOF'; then ok "$name"; else fail "$name"; fi
+import math, sys
+exact = open(sys.argv[1], "rb").read().split(b"\n")[:-1]
+got = open(sys.argv[2], "rb").read().split(b"\n")[:-1]
+d, p = int(sys.argv[3]), float(sys.argv[4])
+# The 1 - 1e-6 quantile of Binomial(d, p).
+term, cdf, allowed = (1 - p) ** d, 0.0, 0
+while True:
+    cdf += term
+    if 1 - cdf < 1e-6:
+        break
+    term *= (d - allowed) / (allowed + 1) * p / (1 - p)
+    allowed += 1
+i = 0
+for line in got:  # a subsequence of the first occurrences
+    while i < len(exact) and exact[i] != line:
+        i += 1
+    if i == len(exact):
+        sys.exit(f"  {line!r} is printed but is no first occurrence (or out of order, or printed twice)")
+    i += 1
+dropped = len(exact) - len(got)
+print(f"  {len(got)} of {len(exact)} first occurrences printed, {dropped} dropped "
+      f"(false positives; p = {p}, allowed {allowed})")
+sys.exit(dropped > allowed)
+EOF
+}
+
+blocked_bits=$(field bits "$("$sketch" size --items 200k --fpr 0.001)")
+"$sketch" dedup --items 200k --fpr 0.001 "$work/lines.txt" >"$work/blocked.txt"
+check_dedup "dedup, blocked (the default)" "$work/blocked.txt" "$blocked_bits"
+classic=$("$sketch" size --items 200k --fpr 0.001 --layout classic)
+"$sketch" dedup --items 200k --fpr 0.001 --layout classic "$work/lines.txt" >"$work/classic.txt"
+check_dedup "dedup, classic" "$work/classic.txt" "$(field bits "$classic")" "$(field hashes "$classic")"
+"$sketch" dedup --items 200k --bits-per-item 12 --hashes 7 "$work/lines.txt" >"$work/bpi.txt"
+check_dedup "dedup --bits-per-item 12 --hashes 7 (classic)" "$work/bpi.txt" 2400000 7
+"$sketch" dedup --items 200k --bits-per-item 12 "$work/lines.txt" >"$work/bpi-blocked.txt"
+check_dedup "dedup --bits-per-item 12 (blocked)" "$work/bpi-blocked.txt" \
+  "$(python3 -c 'import math; print(math.ceil(12 * 200000 / 256) * 256)')"
+
+# Over capacity: ten times more distinct lines than --items. Still no line printed twice
+# and no false negative, and a warning says by how much.
+"$sketch" dedup --items 10k "$work/lines.txt" >"$work/over.txt" 2>"$work/over.err"
+if grep -q "more than --items 10000" "$work/over.err" && python3 - "$work/exact.txt" "$work/over.txt" <<'EOF'; then
+import sys
+exact = open(sys.argv[1], "rb").read().split(b"\n")[:-1]
+got = open(sys.argv[2], "rb").read().split(b"\n")[:-1]
+position = {line: i for i, line in enumerate(exact)}
+order = [position.get(line, -1) for line in got]
+sys.exit(min(order, default=0) < 0 or order != sorted(set(order)))
+EOF
+  ok "dedup over capacity: warned, $(wc -l <"$work/over.txt") lines printed, none twice"
+else
+  fail "dedup over capacity: $(cat "$work/over.err")"
+fi
+
+# The same output from stdin, from `-`, and from the input split into two files.
+head -n 100000 "$work/lines.txt" >"$work/part1.txt"
+tail -n +100001 "$work/lines.txt" >"$work/part2.txt"
+"$sketch" dedup --items 200k --fpr 0.001 <"$work/lines.txt" >"$work/stdin.txt"
+"$sketch" dedup --items 200k --fpr 0.001 - <"$work/lines.txt" >"$work/dash.txt"
+"$sketch" dedup --items 200k --fpr 0.001 "$work/part1.txt" "$work/part2.txt" >"$work/parts.txt"
+if cmp -s "$work/blocked.txt" "$work/stdin.txt" && cmp -s "$work/blocked.txt" "$work/dash.txt" &&
+  cmp -s "$work/blocked.txt" "$work/parts.txt"; then
+  ok "dedup: stdin, - and two files give the same output"
+else
+  fail "dedup: stdin, - or two files differ from one file"
+fi
+
+# Bytes as they are: CR, NUL, invalid UTF-8, empty lines, a last line without a newline.
+printf 'a\r\nb\na\r\n\n\xff\xfe\nx\0y\nx\0z\n\nx\0y\n\xff\xfe\nlast' >"$work/bytes.txt"
+printf 'a\r\nb\n\n\xff\xfe\nx\0y\nx\0z\nlast\n' >"$work/bytes.expected"
+"$sketch" dedup "$work/bytes.txt" >"$work/bytes.out"
+if cmp -s "$work/bytes.out" "$work/bytes.expected"; then ok "dedup keeps bytes as they are"; else fail "dedup bytes: $(od -c "$work/bytes.out")"; fi
+if [[ -z $("$sketch" dedup </dev/null) && -z $("$sketch" topk </dev/null) ]]; then
+  ok "empty input: empty output"
+else
+  fail "empty input gives output"
+fi
+# A line of 20 MB, twice, between short ones.
+python3 -c 'import sys; big = b"x" * 20_000_000; sys.stdout.buffer.write(b"a\n" + big + b"\nb\n" + big + b"\na\n")' \
+  >"$work/long.txt"
+if [[ $("$sketch" dedup "$work/long.txt" | awk '{ print length($0) }' | paste -sd' ') == "1 20000000 1" ]]; then
+  ok "dedup: a 20 MB line"
+else
+  fail "dedup: a 20 MB line"
+fi
+
+# ---- topk --------------------------------------------------------------------------------
+"$sketch" topk -k 10 "$work/tokens.txt" >"$work/topk.txt"
+if python3 - "$work/tokens.txt" "$work/topk.txt" <<'EOF'; then ok "topk -k 10 against exact counts"; else fail "topk -k 10"; fi
+import collections, re, sys
+tokens = open(sys.argv[1], "rb").read().split(b"\n")[:-1]
+lines = open(sys.argv[2], "rb").read().split(b"\n")[:-1]
+n, eps = len(tokens), 0.0001  # the default --epsilon
+counts = collections.Counter(tokens)
+ranked = [c for _, c in counts.most_common()]
+bad = []
+if len(lines) != 10:
+    bad.append(f"{len(lines)} lines, not 10")
+got = []
+for line in lines:
+    m = re.fullmatch(rb"(\d+)\t(.+)", line)
+    if not m:
+        bad.append(f"not ESTIMATE<TAB>ITEM: {line!r}")
+        continue
+    got.append((int(m.group(1)), m.group(2)))
+if [e for e, _ in got] != sorted((e for e, _ in got), reverse=True):
+    bad.append("not highest first")
+for estimate, item in got:
+    # Count-Min: never below the truth, above it by at most εN (probability 1 − δ per item).
+    if not counts[item] <= estimate <= counts[item] + eps * n:
+        bad.append(f"{item!r}: estimate {estimate}, true count {counts[item]}")
+    # Nothing much lighter than the true 10th.
+    if counts[item] < ranked[9] - eps * n:
+        bad.append(f"{item!r} (true count {counts[item]}) reported, the true 10th has {ranked[9]}")
+# Every item heavier than the true 11th by more than εN is found.
+for item, c in counts.most_common(10):
+    if c > ranked[10] + eps * n and item not in {i for _, i in got}:
+        bad.append(f"{item!r} (true count {c}) missing")
+print("  " + "; ".join(bad) if bad else f"  {len(got)} items, estimates within [true, true + {eps * n:.0f}]")
+sys.exit(bool(bad))
+EOF
+if [[ $(printf 'b\na\nb\n' | "$sketch" topk -k 10) == $'2\tb\n1\ta' ]]; then
+  ok "topk: fewer distinct items than k"
+else
+  fail "topk: fewer distinct items than k"
+fi
+
+# ---- bad arguments -----------------------------------------------------------------------
+# expect_usage_error NAMED ARGS…: exit status 2 and one line on stderr that names NAMED.
+expect_usage_error() {
+  local named=$1 status=0
+  shift
+  "$sketch" "$@" </dev/null >"$work/usage.out" 2>"$work/usage.err" || status=$?
+  if [[ $status == 2 && $(wc -l <"$work/usage.err") == 1 ]] && grep -qF -- "$named" "$work/usage.err"; then
+    ok "sketch $* → $(cat "$work/usage.err")"
+  else
+    fail "sketch $*: exit status $status, stderr: $(cat "$work/usage.err")"
+  fi
+}
+expect_usage_error "bogus" bogus
+expect_usage_error "--items" size --fpr 0.01
+expect_usage_error "--items" size --items ten --fpr 0.01
+expect_usage_error "--fpr" size --items 10 --fpr 1.5
+expect_usage_error "--layout" size --items 10 --fpr 0.01 --layout round
+expect_usage_error "--items, --fpr" size --items 100G --fpr 0.001
+expect_usage_error "--hashes" fpr --bits 100 --items 10
+expect_usage_error "--hashes" fpr --bits 100 --items 10 --hashes 7 --layout blocked
+expect_usage_error "--bits-per-item" dedup --fpr 0.01 --bits-per-item 10
+expect_usage_error "--hashes" dedup --hashes 7
+expect_usage_error "--hashes" dedup --bits-per-item 10 --hashes 7 --layout blocked
+expect_usage_error "--bits-per-item" dedup --bits-per-item 0
+expect_usage_error "--nope" dedup --nope
+expect_usage_error "$work/missing.txt" dedup "$work/lines.txt" "$work/missing.txt"
+expect_usage_error "-k" topk -k 0
+expect_usage_error "--epsilon" topk --epsilon 2
+expect_usage_error "$work/missing.txt" topk "$work/missing.txt"
+
+# ---- memory: bounded whatever the input --------------------------------------------------
+if [[ ${SKETCH_SANITIZED:-0} == 1 ]]; then
+  echo "skipped: the memory bound on a sanitizer build"
+elif [[ ! -x /usr/bin/time ]]; then
+  echo "skipped: the memory bound (GNU time is not installed)"
+else
+  # 4,000,000 distinct lines (53 MB) through a filter sized for 1M items (2 MiB) and through
+  # topk: the peak resident set (GNU time's %M, KiB) must stay far below the input.
+  for command in "dedup --items 1M" "topk"; do
+    # shellcheck disable=SC2086  # the command's words
+    python3 -c 'import sys; sys.stdout.buffer.write(b"".join(b"line-%d\n" % i for i in range(4_000_000)))' |
+      /usr/bin/time -o "$work/rss" -f %M "$sketch" $command >/dev/null 2>"$work/memory.err"
+    peak=$(tail -n 1 "$work/rss")
+    if ((peak <= 32768)); then
+      ok "sketch $command: peak resident set $((peak / 1024)) MiB on 53 MB of input"
+    else
+      fail "sketch $command: peak resident set $((peak / 1024)) MiB on 53 MB of input (bound: 32 MiB)"
+    fi
+  done
+fi
+
+# ---- progress: on stderr when it is a terminal, never otherwise --------------------------
+if python3 - "$sketch" "$work/lines.txt" <<'EOF'; then ok "progress only on a terminal"; else fail "progress"; fi
+import os, pty, subprocess, sys
+sketch, lines = sys.argv[1], sys.argv[2]
+primary, secondary = pty.openpty()
+p = subprocess.run([sketch, "dedup", lines], stdout=subprocess.DEVNULL, stderr=secondary)
+os.close(secondary)
+shown = b""
+while True:
+    try:
+        chunk = os.read(primary, 65536)
+    except OSError:
+        break
+    if not chunk:
+        break
+    shown += chunk
+quiet = subprocess.run([sketch, "dedup", lines], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+print(f"  on a terminal: {shown[:60]!r}…; to a pipe: {quiet.stderr!r}")
+sys.exit(p.returncode != 0 or b"sketch dedup: 65536 lines" not in shown or quiet.stderr != b"")
+EOF
+
+if ((failures > 0)); then
+  echo "$failures check(s) failed" >&2
+  exit 1
+fi
+echo "all checks passed"
