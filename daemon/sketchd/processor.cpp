@@ -7,6 +7,7 @@
 #include <numbers>
 
 #include "sketchd/util/json.h"
+#include "sketchd/util/logging.h"
 
 namespace sketchd {
 
@@ -136,12 +137,15 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
   for (std::size_t i = 0; i < pipelines_.size(); ++i) {
     for (const sketch::heavy_event& e : pipelines_[i]->end_batch(wall_ms)) {
       const auto& hh = *pipelines_[i]->config().heavy_hitters;
-      logger("pipeline")->info("{}: {} {} the heavy set: estimate {} of {} items ({:.2f}%, threshold {:.2f}%)",
-                               pipelines_[i]->name(), metrics::clean_label_value(e.item),
-                               e.kind == sketch::heavy_event::kind::enter ? "entered" : "left", e.estimate,
-                               e.window_items,
-                               e.window_items ? 100.0 * static_cast<double>(e.estimate) / static_cast<double>(e.window_items) : 0.0,
-                               100.0 * hh.threshold);
+      logger("pipeline")
+          ->info("{}: {} {} the heavy set: estimate {} of {} items ({:.2f}%, threshold {:.2f}%)",
+                 pipelines_[i]->name(), loggable_item(e.item),
+                 e.kind == sketch::heavy_event::kind::enter ? "entered" : "left", e.estimate,
+                 e.window_items,
+                 e.window_items
+                     ? 100.0 * static_cast<double>(e.estimate) / static_cast<double>(e.window_items)
+                     : 0.0,
+                 100.0 * hh.threshold);
       if (outputs_[i].alert) send_alert(i, e, wall_ms);
     }
   }

@@ -77,8 +77,10 @@ std::string summary_line(const pipeline_summary& s, double items_per_second) {
     line += fmt::format(", window {} items, top:", s.window_items);
     if (s.top.empty()) line += " -";
     for (const auto& e : s.top) {
-      line += fmt::format(" {} ({}, {:.1f}%)", metrics::clean_label_value(e.item, 64), e.estimate,
-                          s.window_items ? 100.0 * static_cast<double>(e.estimate) / static_cast<double>(s.window_items) : 0.0);
+      line += fmt::format(" {} ({}, {:.1f}%)", loggable_item(e.item), e.estimate,
+                          s.window_items ? 100.0 * static_cast<double>(e.estimate) /
+                                               static_cast<double>(s.window_items)
+                                         : 0.0);
     }
   }
   if (s.has_dedup) {

@@ -16,8 +16,11 @@ namespace sketchd {
 namespace {
 
 using std::chrono::milliseconds;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 using env_map = std::map<std::string, std::string, std::less<>>;
 
@@ -442,6 +445,29 @@ TEST(ConfigErrors, PropertiesSetElsewhereAreRejected) {
                                         "kafka.group_id instead"));
 }
 
+TEST(ConfigErrors, PropertiesAreCheckedByLibrdkafkaWithoutShowingTheirValues) {
+  const auto r = load(
+      "kafka:\n"
+      "  brokers: b\n"
+      "  properties:\n"
+      "    no.such.property: 1\n"
+      "    fetch.wait.max.ms: soon\n"
+      "    compression.codec: \"${CODEC}\"\n"
+      "    sasl.password: \"${PASSWORD}\"\n"
+      "    session.timeout.ms: 6000\n" +
+          std::string(kMinimal.substr(kMinimal.find("pipelines"))),
+      {{"PASSWORD", "hunter2"}, {"CODEC", "hunter3"}});
+  EXPECT_THAT(
+      errors_of(r),
+      ElementsAre(
+          AllOf(StartsWith("test.yaml:4:5: kafka.properties[\"no.such.property\"]: librdkafka "),
+                EndsWith(" has no such property")),
+          "test.yaml:5:24: kafka.properties[\"fetch.wait.max.ms\"]: Invalid value for "
+          "configuration property \"fetch.wait.max.ms\"",
+          "test.yaml:6:24: kafka.properties[\"compression.codec\"]: Invalid value "
+          "\"<redacted>\" for configuration property \"compression.codec\""));
+}
+
 TEST(ConfigErrors, ItemSourcesNeedTheirParameters) {
   EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1 }\n").size(), 0u);
   const auto errors =
@@ -491,6 +517,10 @@ TEST(ConfigErrors, HttpListenAddressIsChecked) {
   EXPECT_THAT(listen_errors("::1:9464"), ElementsAre(HasSubstr("needs brackets")));
   EXPECT_THAT(listen_errors("localhost:http"), ElementsAre(HasSubstr("the port must be")));
   EXPECT_THAT(listen_errors("localhost:65536"), ElementsAre(HasSubstr("the port must be")));
+  EXPECT_THAT(listen_errors("localhost:9464"), ::testing::IsEmpty());
+  EXPECT_THAT(listen_errors("999.1.1.1:9464"), ElementsAre(HasSubstr("not an IPv4 address")));
+  EXPECT_THAT(listen_errors("127.0.0:9464"), ElementsAre(HasSubstr("not an IPv4 address")));
+  EXPECT_THAT(listen_errors("[::g]:9464"), ElementsAre(HasSubstr("not an IPv6 address")));
 }
 
 TEST(ConfigErrors, MissingFileIsOneClearError) {

@@ -63,6 +63,27 @@ TEST(Extractor, PointerFollowsRfc6901) {
   EXPECT_EQ(run(whole, "17").item, "17");
 }
 
+TEST(Extractor, ScalarsTakeTheirDocumentedText) {
+  // docs/CONFIGURATION.md: integers as written, other numbers in their shortest form that
+  // reads back as the same double, true and false as such.
+  extractor e({item_source::json, "/v", "", 1024});
+  const auto item = [&](std::string_view value) {
+    return std::string(run(e, "{\"v\":" + std::string(value) + "}").item);
+  };
+  EXPECT_EQ(item("42"), "42");
+  EXPECT_EQ(item("-7"), "-7");
+  EXPECT_EQ(item("18446744073709551615"), "18446744073709551615");  // beyond int64
+  EXPECT_EQ(item("12.50"), "12.5");
+  EXPECT_EQ(item("12.5"), "12.5");
+  EXPECT_EQ(item("12.0"), "12");
+  EXPECT_EQ(item("1e2"), "100");
+  EXPECT_EQ(item("0.1"), "0.1");
+  EXPECT_EQ(item("1e300"), "1e+300");
+  EXPECT_EQ(item("true"), "true");
+  EXPECT_EQ(item("false"), "false");
+  EXPECT_EQ(item(R"("a\nb\u00e9")"), "a\nb\xc3\xa9");  // strings unescaped
+}
+
 TEST(Extractor, BadJsonIsCountedByReason) {
   extractor e({item_source::json, "/user/id", "", 8});
   EXPECT_EQ(run(e, R"({"user":{"id":"u1"}} trailing)").failure, extract_failure::invalid_json);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "sketchd/util/logging.h"
+
 namespace sketchd::metrics {
 namespace {
 
@@ -22,6 +24,14 @@ TEST(LabelCleaning, CutsAtMostMaxBytesOnACharacterBoundary) {
   const std::string cut = clean_label_value(euros);
   EXPECT_EQ(cut.size(), 126u);  // 42 whole characters; a 43rd would make 129 bytes
   EXPECT_EQ(clean_label_value(cut), cut);
+}
+
+TEST(LogLines, ItemsCannotBreakALine) {
+  EXPECT_EQ(loggable_item("u1"), "u1");
+  EXPECT_EQ(loggable_item("a\nb\tc\\d"), "a\\nb\\tc\\\\d");
+  EXPECT_EQ(loggable_item(std::string("x\0\x1b[2J\x7f", 7)), "x\\x00\\x1b[2J\\x7f");
+  EXPECT_EQ(loggable_item("a\xff"), "a\xef\xbf\xbd");           // invalid UTF-8 replaced
+  EXPECT_EQ(loggable_item(std::string(100, 'z')).size(), 64u);  // cut to 64 bytes
 }
 
 TEST(Exposition, EscapesLabelValuesAndHelp) {

@@ -13,8 +13,10 @@
 #   - dedup: first_seen + duplicates = items; distinct − allowance ≤ first_seen ≤ distinct
 #     (a Bloom filter has no false negatives; false positives at most fpr each);
 #     /seen is true for produced items and false for one never produced;
-#   - the HTTP API: 404 with a JSON error for an unknown pipeline, 400 without ?item=,
-#     /healthz and /readyz 200, and `promtool check metrics` passes on the scrape.
+#   - the HTTP API: 404 with a JSON error for an unknown pipeline (or for /topk and
+#     /estimate of a pipeline without heavy_hitters), 400 without ?item=, 405 for a POST,
+#     PUT or DELETE, /healthz and /readyz 200, and `promtool check metrics` passes on the
+#     scrape.
 #
 # Usage: daemon_counts_test.sh PATH/TO/sketchd
 set -euo pipefail
@@ -270,6 +272,21 @@ for path in "api/v1/pipelines/nope" "api/v1/pipelines/nope/topk" "api/v1/pipelin
   err=$(json "$work/error.json" 'd["error"]') || fail "GET /$path: the body is not a JSON error: $(cat "$work/error.json")"
   [[ $err == *nope* ]] || fail "GET /$path: the error \"$err\" does not name the pipeline"
 done
+# The overload pipeline has no heavy_hitters section.
+for path in "api/v1/pipelines/overload/topk" "api/v1/pipelines/overload/estimate?item=u1"; do
+  api "$path" "$work/error.json"
+  [[ $api_status == 404 ]] || fail "GET /$path: HTTP $api_status, expected 404"
+  [[ $(json "$work/error.json" 'd["error"]') == *heavy_hitters* ]] \
+    || fail "GET /$path: the error does not name the missing section: $(cat "$work/error.json")"
+done
+# Read-only: other methods are refused with 405 and the methods allowed.
+for method in POST PUT DELETE; do
+  status=$(curl -s --max-time 5 -X "$method" -d '{}' -D "$work/headers" -o "$work/error.json" -w '%{http_code}' \
+    "$http/api/v1/pipelines/$pipeline/topk")
+  if [[ $status != 405 ]] || ! grep -qi '^allow: GET' "$work/headers"; then
+    fail "$method /api/v1/pipelines/$pipeline/topk: HTTP $status, expected 405 with Allow: GET"
+  fi
+done
 api "api/v1/pipelines/$pipeline/estimate" "$work/error.json"
 [[ $api_status == 400 ]] || fail "GET /estimate without ?item=: HTTP $api_status, expected 400"
 json "$work/error.json" 'd["error"]' >/dev/null || fail "GET /estimate without ?item=: no JSON error"
@@ -285,7 +302,7 @@ for path in healthz readyz; do
   api "$path" "$work/status.json"
   [[ $api_status == 200 ]] || fail "GET /$path: HTTP $api_status"
 done
-log "HTTP API: 404 JSON errors for an unknown pipeline, 400 without item, /healthz and /readyz 200"
+log "HTTP API: 404 JSON errors for an unknown pipeline or section, 400 without item, 405 for writes, /healthz and /readyz 200"
 
 if command -v promtool >/dev/null 2>&1; then
   promtool check metrics <"$m" >"$work/promtool.out" 2>&1 \

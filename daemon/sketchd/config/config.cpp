@@ -3,20 +3,26 @@
 // of stopping at the first.
 #include "sketchd/config/config.h"
 
+#include <arpa/inet.h>
+#include <librdkafka/rdkafka.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
 #include <utility>
+
+#include "sketchd/kafka/client.h"
 
 namespace sketchd {
 namespace {
@@ -481,6 +487,8 @@ kafka_config read_kafka(checker& c, const field& f) {
   }
   if (const field* p = m.find("properties")) {
     const mapping pm(c, *p, {}, /*any_key=*/true);
+    const std::unique_ptr<rd_kafka_conf_t, decltype(&rd_kafka_conf_destroy)> scratch(
+        rd_kafka_conf_new(), &rd_kafka_conf_destroy);
     for (const auto& [key, value_field] : pm.entries()) {
       std::string_view instead;
       if (key == "bootstrap.servers") instead = "set kafka.brokers instead";
@@ -496,7 +504,25 @@ kafka_config read_kafka(checker& c, const field& f) {
         c.error(value_field, "needs a value");
         continue;
       }
-      if (auto value = c.text(value_field)) k.properties.emplace(key, std::move(*value));
+      auto value = c.text(value_field);
+      if (!value) continue;
+      // librdkafka checks the name and the value now, so that a bad property is reported
+      // here with its line, not when the clients are created. A value can be a secret:
+      // librdkafka's message is redacted of it.
+      std::array<char, 512> errstr{};
+      switch (rd_kafka_conf_set(scratch.get(), key.c_str(), value->c_str(), errstr.data(),
+                                errstr.size())) {
+        case RD_KAFKA_CONF_OK:
+          break;
+        case RD_KAFKA_CONF_UNKNOWN:
+          c.error(value_field.key_mark, fmt::format("{}: librdkafka {} has no such property",
+                                                    value_field.path, rd_kafka_version_str()));
+          continue;
+        case RD_KAFKA_CONF_INVALID:
+          c.error(value_field, kafka::redact(errstr.data(), {*value}));
+          continue;
+      }
+      k.properties.emplace(key, std::move(*value));
     }
   }
   m.read("batch_size", k.batch_size, counts(c, 1, 100000));
@@ -527,6 +553,16 @@ http_config read_http(checker& c, const field& f) {
     return bad("an IPv6 address needs brackets, as in [::1]:9464");
   }
   if (host.empty()) return bad("needs a host (0.0.0.0 listens on every interface)");
+  // A host of digits and dots is meant as an IPv4 address, one in brackets as an IPv6
+  // address: either must be one. Other hosts are names, resolved when the daemon starts.
+  const bool dotted = std::all_of(host.begin(), host.end(),
+                                  [](char ch) { return ch == '.' || (ch >= '0' && ch <= '9'); });
+  const bool bracketed = value->front() == '[';
+  in6_addr address{};
+  if ((dotted || bracketed) &&
+      ::inet_pton(bracketed ? AF_INET6 : AF_INET, host.c_str(), &address) != 1) {
+    return bad(bracketed ? "not an IPv6 address" : "not an IPv4 address");
+  }
   if (port.empty() || port.size() > 5 ||
       !std::all_of(port.begin(), port.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) ||
       std::stoul(port) > 65535) {

@@ -94,7 +94,11 @@ void http_server::routes() {
   s.Get(R"(/api/v1/pipelines/([^/]+)/topk)", [find](const httplib::Request& req, httplib::Response& res) {
     const pipeline* p = find(req.matches[1]);
     if (!p) return json_error(res, 404, fmt::format("no pipeline named \"{}\"", std::string(req.matches[1])));
-    res.set_content(p->topk_json() + "\n", kJson);
+    const auto body = p->topk_json();
+    if (!body)
+      return json_error(res, 404,
+                        fmt::format("pipeline \"{}\" has no heavy_hitters section", p->name()));
+    res.set_content(*body + "\n", kJson);
   });
   s.Get(R"(/api/v1/pipelines/([^/]+)/(estimate|seen))",
         [find](const httplib::Request& req, httplib::Response& res) {
@@ -113,6 +117,15 @@ void http_server::routes() {
           }
           res.set_content(*body + "\n", kJson);
         });
+  // Read-only: every other method is refused, on every path.
+  const auto read_only = [](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Allow", "GET, HEAD");
+    json_error(res, 405, "the API is read-only: GET (or HEAD) only");
+  };
+  s.Post(".*", read_only);
+  s.Put(".*", read_only);
+  s.Patch(".*", read_only);
+  s.Delete(".*", read_only);
   s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) {
       res.set_content(fmt::format("{{\"error\":\"HTTP {}\"}}\n", res.status), kJson);

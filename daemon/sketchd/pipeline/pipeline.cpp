@@ -275,7 +275,8 @@ void pipeline::collect(std::vector<metrics::metric_family>& out) const {
         metric_type::counter, static_cast<double>(published_.duplicates));
     one("sketchd_dedup_forwarded_total", "First-seen events delivered to the output topic.",
         metric_type::counter, static_cast<double>(published_.forwarded));
-    one("sketchd_dedup_forward_failures_total", "First-seen events whose delivery failed for good.",
+    one("sketchd_dedup_forward_failures_total",
+        "Outputs (first-seen events and duplicates) whose delivery failed for good.",
         metric_type::counter, static_cast<double>(published_.forward_failures));
     metric_family fill{"sketchd_bloom_fill_ratio", "Share of bits set in each Bloom generation (0 = newest).",
                        metric_type::gauge, {}};
@@ -361,14 +362,11 @@ std::string pipeline::describe_json() const {
   return describe_json_locked();
 }
 
-std::string pipeline::topk_json() const {
+std::optional<std::string> pipeline::topk_json() const {
   std::lock_guard lock(mutex_);
+  if (!heavy_) return std::nullopt;
   std::string o = "{\"pipeline\":";
   json::append_string(o, config_.name);
-  if (!heavy_) {
-    o += ",\"items\":[]}";
-    return o;
-  }
   const double n = static_cast<double>(heavy_->window_items());
   o += fmt::format(",\"window_items\":{},\"threshold\":", heavy_->window_items());
   json::append_number(o, config_.heavy_hitters->threshold);

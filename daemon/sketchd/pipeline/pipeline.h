@@ -101,8 +101,8 @@ class pipeline {
   void collect(std::vector<metrics::metric_family>& out) const;
   // The JSON bodies of the HTTP API.
   [[nodiscard]] std::string describe_json() const;
-  [[nodiscard]] std::string topk_json() const;
-  // nullopt when the pipeline has no heavy_hitters (resp. dedup) section.
+  // nullopt when the pipeline has no heavy_hitters (resp. dedup for seen_json) section.
+  [[nodiscard]] std::optional<std::string> topk_json() const;
   [[nodiscard]] std::optional<std::string> estimate_json(std::string_view item) const;
   [[nodiscard]] std::optional<std::string> seen_json(std::string_view item) const;
 

@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "sketchd/metrics/metrics.h"
 #include "sketchd/util/json.h"
 
 namespace sketchd {
@@ -58,6 +59,25 @@ void setup_logging(const log_config& config) {
   for (const char* name : {"kafka", "pipeline", "http", "state", "generator"}) spdlog::register_logger(make(name));
   // An error inside logging never reaches the caller.
   spdlog::set_error_handler([](const std::string&) {});
+}
+
+std::string loggable_item(std::string_view item) {
+  std::string out;
+  for (const char ch : metrics::clean_label_value(item, 64)) {
+    const auto byte = static_cast<unsigned char>(ch);
+    if (ch == '\n') {
+      out += "\\n";
+    } else if (ch == '\t') {
+      out += "\\t";
+    } else if (ch == '\\') {
+      out += "\\\\";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += ch;
+    }
+  }
+  return out;
 }
 
 }  // namespace sketchd

@@ -2,6 +2,9 @@
 // "generator"), writing text or JSON lines to stderr at the configured level.
 #pragma once
 
+#include <string>
+#include <string_view>
+
 #include "sketchd/config/config.h"
 
 namespace sketchd {
@@ -10,5 +13,10 @@ namespace sketchd {
 //   {"time":"2026-11-22T20:00:00.123Z","level":"info","logger":"pipeline","message":"…"}
 // with the message escaped, so any item bytes in it keep the line valid JSON.
 void setup_logging(const log_config& config);
+
+// An item as it shows in a log line: valid UTF-8 of at most 64 bytes, control characters
+// and backslashes escaped (\n, \t, \xNN, \\), so that an item cannot break a text line in
+// two or move a terminal's cursor.
+[[nodiscard]] std::string loggable_item(std::string_view item);
 
 }  // namespace sketchd
