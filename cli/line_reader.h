@@ -1,8 +1,10 @@
 // Reading lines from files or stdin in bounded memory, without a copy per line.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -58,8 +60,12 @@ void line_reader::for_each_line(F&& on_line) {
       }
     }
     const bool failed = std::ferror(f);
+    const int error = errno;  // before fclose can change it
     if (f != stdin) std::fclose(f);
-    if (failed) throw std::runtime_error("cannot read " + (name == "-" ? std::string("stdin") : name));
+    if (failed) {
+      throw std::runtime_error("cannot read " + (name == "-" ? std::string("stdin") : name) + ": " +
+                               std::strerror(error));
+    }
     if (!carry_.empty()) on_line(std::string_view(carry_));
   }
 }

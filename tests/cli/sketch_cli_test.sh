@@ -11,7 +11,12 @@
 #                 a newline); more distinct lines than --items is warned about;
 #   topk          against exact counts: the format, the order, estimates within
 #                 [true, true + εN], and the exact top items found;
-#   bad arguments one line on stderr naming the argument, exit status 2;
+#   bad arguments one line on stderr naming the argument, exit status 2, and no output
+#                 (counts as the README writes them; a directory as FILE; limits of the
+#                 library such as a Count-Min sketch too wide for --epsilon);
+#   write errors  a full disk or a closed stdout: one line on stderr, exit status 1, and an
+#                 endless input is not read to its end; a closed pipe ends dedup quietly;
+#                 a FILE that fails midway keeps the output of the files before it;
 #   memory        bounded whatever the input (not on a sanitizer build, whose allocator
 #                 keeps freed memory on purpose);
 #   progress      on stderr only when it is a terminal.
@@ -250,7 +255,8 @@ expect_usage_error() {
   local named=$1 status=0
   shift
   "$sketch" "$@" </dev/null >"$work/usage.out" 2>"$work/usage.err" || status=$?
-  if [[ $status == 2 && $(wc -l <"$work/usage.err") == 1 ]] && grep -qF -- "$named" "$work/usage.err"; then
+  if [[ $status == 2 && $(wc -l <"$work/usage.err") == 1 && ! -s $work/usage.out ]] &&
+    grep -qF -- "$named" "$work/usage.err"; then
     ok "sketch $* → $(cat "$work/usage.err")"
   else
     fail "sketch $*: exit status $status, stderr: $(cat "$work/usage.err")"
@@ -262,6 +268,20 @@ expect_usage_error "--items" size --items ten --fpr 0.01
 expect_usage_error "--fpr" size --items 10 --fpr 1.5
 expect_usage_error "--layout" size --items 10 --fpr 0.01 --layout round
 expect_usage_error "--items, --fpr" size --items 100G --fpr 0.001
+expect_usage_error "--items" size --items 0x10 --fpr 0.01
+expect_usage_error "--items" size --items " 10" --fpr 0.01
+expect_usage_error "--items" size --items 1e3 --fpr 0.01
+expect_usage_error '--items: "1.5" is not a whole number' size --items 1.5 --fpr 0.01
+expect_usage_error '--items: "0" must be at least 1' size --items 0 --fpr 0.01
+expect_usage_error '--items: "2000000G" is too large' size --items 2000000G --fpr 0.01
+# Counts as the README and --help write them, exactly (1.001M is 1000999.99… in a double).
+for count in 10k:10000 10K:10000 1.5M:1500000 1.001M:1001000 2.01k:2010; do
+  if [[ $("$sketch" size --items "${count%:*}" --fpr 0.01) == $("$sketch" size --items "${count#*:}" --fpr 0.01) ]]; then
+    ok "--items ${count%:*} is ${count#*:}"
+  else
+    fail "--items ${count%:*} is not ${count#*:}"
+  fi
+done
 expect_usage_error "--hashes" fpr --bits 100 --items 10
 expect_usage_error "--hashes" fpr --bits 100 --items 10 --hashes 7 --layout blocked
 expect_usage_error "--bits-per-item" dedup --fpr 0.01 --bits-per-item 10
@@ -270,9 +290,67 @@ expect_usage_error "--hashes" dedup --bits-per-item 10 --hashes 7 --layout block
 expect_usage_error "--bits-per-item" dedup --bits-per-item 0
 expect_usage_error "--nope" dedup --nope
 expect_usage_error "$work/missing.txt" dedup "$work/lines.txt" "$work/missing.txt"
+expect_usage_error "$work: Is a directory" dedup "$work/lines.txt" "$work"
 expect_usage_error "-k" topk -k 0
 expect_usage_error "--epsilon" topk --epsilon 2
+expect_usage_error "--epsilon" topk --epsilon 1e-9
+expect_usage_error "--delta" topk --delta 1e-300
 expect_usage_error "$work/missing.txt" topk "$work/missing.txt"
+expect_usage_error "$work: Is a directory" topk "$work"
+
+# ---- write errors ------------------------------------------------------------------------
+# expect_write_error ARGS…: stdout on a full disk (/dev/full), then closed: exit status 1 and
+# one line on stderr, not a success with the output lost.
+expect_write_error() {
+  local stdout status
+  for stdout in full closed; do
+    status=0
+    if [[ $stdout == full ]]; then
+      "$sketch" "$@" >/dev/full 2>"$work/write.err" || status=$?
+    else
+      "$sketch" "$@" >&- 2>"$work/write.err" || status=$?
+    fi
+    if [[ $status == 1 && $(wc -l <"$work/write.err") == 1 ]] &&
+      grep -q "cannot write the output" "$work/write.err"; then
+      ok "sketch $* (stdout $stdout) → $(cat "$work/write.err")"
+    else
+      fail "sketch $* (stdout $stdout): exit status $status, stderr: $(cat "$work/write.err")"
+    fi
+  done
+}
+expect_write_error size --items 10 --fpr 0.1
+expect_write_error fpr --bits 100 --items 10 --hashes 3
+expect_write_error dedup "$work/lines.txt"
+expect_write_error topk "$work/tokens.txt"
+# Midway: dedup stops at the first failed write instead of reading an endless input.
+status=0
+seq 1 inf | timeout 20 "$sketch" dedup --items 1M >/dev/full 2>"$work/write.err" || status=$?
+if [[ $status == 1 ]]; then ok "dedup stops at a write error"; else fail "dedup on an endless input to /dev/full: exit status $status"; fi
+# A closed pipe: SIGPIPE ends dedup (exit status 141, or 0 when it was done), no message.
+first=$({
+  status=0
+  "$sketch" dedup "$work/lines.txt" 2>"$work/pipe.err" || status=$?
+  echo "$status" >"$work/pipe.status"
+} | head -n 1)
+if [[ $first == $(head -n 1 "$work/exact.txt") && $(<"$work/pipe.status") =~ ^(0|141)$ && ! -s $work/pipe.err ]]; then
+  ok "dedup | head -n 1"
+else
+  fail "dedup | head -n 1: exit status $(<"$work/pipe.status"), stderr: $(cat "$work/pipe.err")"
+fi
+# A FILE that fails midway (/proc/self/mem: reading at offset 0 is an I/O error): the output
+# of the files before it is kept, whole.
+if [[ -r /proc/self/mem ]]; then
+  status=0
+  "$sketch" dedup --items 200k --fpr 0.001 "$work/lines.txt" /proc/self/mem >"$work/midway.txt" 2>"$work/midway.err" ||
+    status=$?
+  if [[ $status == 1 ]] && cmp -s "$work/midway.txt" "$work/blocked.txt" && grep -q "/proc/self/mem" "$work/midway.err"; then
+    ok "dedup: a FILE failing midway → $(cat "$work/midway.err"), the output before it kept"
+  else
+    fail "dedup: a FILE failing midway: exit status $status, $(wc -l <"$work/midway.txt") lines out, stderr: $(cat "$work/midway.err")"
+  fi
+else
+  echo "skipped: a FILE failing midway (no /proc/self/mem)"
+fi
 
 # ---- memory: bounded whatever the input --------------------------------------------------
 if [[ ${SKETCH_SANITIZED:-0} == 1 ]]; then
