@@ -1,5 +1,4 @@
 #include "sketchd/config/config.h"
-#include "sketchd/commands.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,7 +9,10 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
+
+#include "sketchd/commands.h"
 
 namespace sketchd {
 namespace {
@@ -316,15 +318,71 @@ TEST(ConfigErrors, BadCountIsAnError) {
                           "(use k, M or G), got \"10X\""));
 }
 
-TEST(ConfigErrors, UnsetEnvironmentVariableIsAnErrorAtItsScalar) {
+TEST(ConfigErrors, UnsetEnvironmentVariableIsAnErrorAtItsReference) {
   const auto r = load(
       "kafka:\n"
       "  brokers: \"${KAFKA_BROKERS}\"\n"
       "  group_id: ${GROUP:-sketchd}\n" +
       std::string(kMinimal.substr(kMinimal.find("pipelines"))));
   EXPECT_THAT(errors_of(r),
-              ElementsAre("test.yaml:2:12: kafka.brokers: environment variable KAFKA_BROKERS is "
+              ElementsAre("test.yaml:2:13: kafka.brokers: environment variable KAFKA_BROKERS is "
                           "not set (write ${KAFKA_BROKERS:-default} to give a default)"));
+}
+
+TEST(ConfigErrors, SubstitutionErrorsPointAtTheirDollarBraceInEveryScalarStyle) {
+  const auto r = load(
+      "kafka:\n"                                            // 1
+      "  brokers: b\n"                                      // 2
+      "  group_id: g-${A:-x}-${UNSET}\n"                    // 3  the second reference
+      "  properties:\n"                                     // 4
+      "    client.id: 'it''s ${UNSET}'\n"                   // 5  '' before it
+      "    client.rack: \"a\\tb ${UNSET}\"\n"               // 6  an escape before it
+      "pipelines:\n"                                        // 7
+      "  - name: p\n"                                       // 8
+      "    topics: [\"${T:-t}\", \"${1X}\", \"${OPEN\"]\n"  // 9  in a flow list
+      "    item: { from: key }\n"                           // 10
+      "    dedup:\n"                                        // 11
+      "      capacity: \"${CAP}\"\n"                        // 12 a bad value: the scalar
+      "      output_topic: >\n"                             // 13
+      "        out\n"                                       // 14
+      "        ${UNSET}\n",                                 // 15 folded block
+      {{"CAP", "lots"}});
+  EXPECT_THAT(
+      errors_of(r),
+      ElementsAre(
+          "test.yaml:3:23: kafka.group_id: environment variable UNSET is not set (write "
+          "${UNSET:-default} to give a default)",
+          "test.yaml:5:23: kafka.properties[\"client.id\"]: environment variable UNSET is not "
+          "set (write ${UNSET:-default} to give a default)",
+          "test.yaml:6:24: kafka.properties[\"client.rack\"]: environment variable UNSET is not "
+          "set (write ${UNSET:-default} to give a default)",
+          "test.yaml:9:26: pipelines[0].topics[1]: invalid variable name \"1X\" in \"${1X}\" "
+          "(letters, digits and _)",
+          "test.yaml:9:35: pipelines[0].topics[2]: unterminated \"${\" (write \"$$\" for a "
+          "literal \"$\")",
+          "test.yaml:12:17: pipelines[0].dedup.capacity: expected a count (a whole number, "
+          "optionally with k, M or G), got \"lots\"",
+          "test.yaml:15:9: pipelines[0].dedup.output_topic: environment variable UNSET is not "
+          "set (write ${UNSET:-default} to give a default)"));
+}
+
+TEST(ConfigErrors, NestedVariableInADefaultIsAnErrorAtTheInnerReference) {
+  const auto r = load(
+      "kafka:\n"
+      "  brokers: \"${UNSET_A:-${UNSET_B}}\"\n" +
+          std::string(kMinimal.substr(kMinimal.find("pipelines"))),
+      {{"UNSET_B", "set:9092"}});
+  EXPECT_THAT(errors_of(r),
+              ElementsAre("test.yaml:2:24: kafka.brokers: nested \"${…}\" in the default of "
+                          "${UNSET_A} is not supported (a default is plain text; \"$$\" in it is "
+                          "a literal \"$\")"));
+  // Also when the variable is set: whether a file is valid does not depend on it.
+  EXPECT_THAT(errors_of(load("kafka:\n"
+                             "  brokers: ${A:-x${B:-y}}\n" +
+                                 std::string(kMinimal.substr(kMinimal.find("pipelines"))),
+                             {{"A", "a:1"}})),
+              ElementsAre(StartsWith("test.yaml:2:18: kafka.brokers: nested \"${…}\" in the "
+                                     "default of ${A} is not supported")));
 }
 
 TEST(ConfigErrors, YamlSyntaxErrorIsReportedWithItsPosition) {
@@ -406,6 +464,104 @@ TEST(ConfigErrors, EveryErrorOfTheFileIsReportedInOrder) {
           "test.yaml:17:21: log.summary_interval: unknown duration unit \" s\" (use ms, s, m, h, "
           "d), got \"10 s\""));
   EXPECT_FALSE(r.value);
+}
+
+TEST(ConfigErrors, WindowsAndIntervalsHaveAnUpperBound) {
+  EXPECT_THAT(pipeline_errors("    heavy_hitters: { window: 365d }\n"
+                              "    dedup: { capacity: 1, window: 365d }\n"),
+              ::testing::IsEmpty());
+  EXPECT_THAT(
+      pipeline_errors("    heavy_hitters: { window: 106751991166d }\n"
+                      "    dedup: { capacity: 1, window: 366d }\n"),
+      ElementsAre("test.yaml:7:30: pipelines[0].heavy_hitters.window: must be in [1ms, 365d], got "
+                  "106751991166d",
+                  "test.yaml:8:35: pipelines[0].dedup.window: must be in [1ms, 365d], got 366d"));
+  EXPECT_THAT(errors_of(load(std::string(kMinimal) + "state: { snapshot_interval: 25h }\n"
+                                                     "log: { summary_interval: 2d }\n")),
+              ElementsAre("test.yaml:8:29: state.snapshot_interval: must be in [1ms, 1d], got 25h",
+                          "test.yaml:9:26: log.summary_interval: must be in [0s, 1d], got 2d"));
+}
+
+// Every size the sketch library would refuse is an error of the file, at its key, so that
+// `check-config` and `run` agree.
+TEST(ConfigErrors, CountMinSizesStayWithinTheLibrarysLimits) {
+  EXPECT_THAT(
+      pipeline_errors("    heavy_hitters: { epsilon: 1e-10, delta: 1e-300 }\n"),
+      ElementsAre("test.yaml:7:31: pipelines[0].heavy_hitters.epsilon: 1e-10 needs a Count-Min "
+                  "width of 27,182,818,285 counters (⌈e/ε⌉), over the maximum of 268,435,456: "
+                  "use an epsilon of at least 1.0127e-08",
+                  "test.yaml:7:45: pipelines[0].heavy_hitters.delta: 1e-300 needs a Count-Min "
+                  "depth of 691 rows (⌈ln(1/δ)⌉), over the maximum of 32: use a delta of at "
+                  "least 1.2665e-14"));
+  EXPECT_THAT(pipeline_errors("    heavy_hitters: { epsilon: 1e-300 }\n"),
+              ElementsAre(HasSubstr("epsilon: 1e-300 needs a Count-Min width of 2.72e+300 "
+                                    "counters")));
+  // The window keeps buckets + 1 sketches: at most 2^30 counters in all.
+  EXPECT_THAT(
+      pipeline_errors("    heavy_hitters:\n"
+                      "      epsilon: 1e-7\n"),
+      ElementsAre("test.yaml:8:16: pipelines[0].heavy_hitters.epsilon: epsilon 1e-07, delta 0.001 "
+                  "and 10 buckets need 11 Count-Min sketches of 27,182,819 × 7 counters, "
+                  "2,093,077,063 in all (7.8 GiB), over the maximum of 1,073,741,824 (4 GiB): use "
+                  "a larger epsilon or delta, or fewer buckets"));
+  EXPECT_THAT(pipeline_errors("    heavy_hitters: { epsilon: 2e-6, buckets: 1000 }\n"),
+              ElementsAre(StartsWith("test.yaml:7:31: pipelines[0].heavy_hitters.epsilon: epsilon "
+                                     "2e-06, delta 0.001 and 1000 buckets need 1001 Count-Min "
+                                     "sketches of 1,359,141 × 7 counters, 9,523,500,987 in all "
+                                     "(35.5 GiB)")));
+  // The printed bounds themselves pass.
+  EXPECT_THAT(pipeline_errors("    heavy_hitters: { epsilon: 1.0127e-08, delta: 0.5, buckets: 1, "
+                              "threshold: 0.5 }\n"),
+              ::testing::IsEmpty());
+  EXPECT_THAT(pipeline_errors("    heavy_hitters: { delta: 1.2665e-14 }\n"), ::testing::IsEmpty());
+}
+
+TEST(ConfigErrors, BloomSizesStayWithinTheLibrarysLimits) {
+  EXPECT_THAT(
+      pipeline_errors("    dedup: { capacity: 18446744073709551615 }\n"),
+      ElementsAre("test.yaml:7:24: pipelines[0].dedup.capacity: 18,446,744,073,709,551,615 items "
+                  "at fpr 0.001 need Bloom filters of more than the maximum of 2^40 bits (128 "
+                  "GiB) in all, over 4 generations: at this fpr capacity can be at most "
+                  "37,312,873,962 (or use a larger fpr)"));
+  // The bound is exact: one more item needs one more per generation.
+  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 37312873962 }\n"), ::testing::IsEmpty());
+  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 37312873963 }\n"),
+              ElementsAre(HasSubstr("capacity can be at most 37,312,873,962")));
+  // The generations together stay within 2^40 bits.
+  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 100G, generations: 64 }\n"),
+              ElementsAre(HasSubstr("over 64 generations: at this fpr capacity can be at most "
+                                    "28,791,300,573")));
+  // A rate too small for the capacity is reported at fpr, with the least that fits.
+  EXPECT_THAT(
+      pipeline_errors("    dedup: { capacity: 1G, fpr: 1e-300 }\n"),
+      ElementsAre("test.yaml:7:33: pipelines[0].dedup.fpr: 1e-300 is too small: 1,000,000,000 "
+                  "items at this fpr need Bloom filters of more than the maximum of 2^40 bits "
+                  "(128 GiB) in all, over 4 generations; use an fpr of at least 1.6277e-10"));
+  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1G, fpr: 1.6277e-10 }\n"),
+              ::testing::IsEmpty());
+  // 4.9e-324 makes the rate of each generation 0.
+  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1000, fpr: 4.9e-324 }\n"),
+              ElementsAre("test.yaml:7:35: pipelines[0].dedup.fpr: 5e-324 is too small: 1,000 "
+                          "items at this fpr need Bloom filters of more than the maximum of 2^40 "
+                          "bits (128 GiB) in all, over 4 generations; use an fpr of at least "
+                          "1.1317e-18"));
+  // Both at fault: each is reported.
+  EXPECT_THAT(
+      pipeline_errors("    dedup: { capacity: 18446744073709551615, fpr: 1e-300 }\n"),
+      ElementsAre("test.yaml:7:24: pipelines[0].dedup.capacity: 18,446,744,073,709,551,615 items "
+                  "need Bloom filters of more than the maximum of 2^40 bits (128 GiB) in all, "
+                  "over 4 generations at any fpr below 0.5",
+                  "test.yaml:7:51: pipelines[0].dedup.fpr: 1e-300 is too small: even one item "
+                  "per generation at this fpr would need Bloom filters of more than the maximum "
+                  "of 2^40 bits (128 GiB) in all, over 4 generations; use an fpr of at least "
+                  "3.3882e-21"));
+}
+
+TEST(ConfigErrors, GeneratorDistinctItemsHaveAnUpperBound) {
+  EXPECT_THAT(errors_of(load(std::string(kMinimal) +
+                             "generator: { topic: g, distinct: 1000000000000000000 }\n")),
+              ElementsAre("test.yaml:8:34: generator.distinct: must be in [1, 1000000000], got "
+                          "1000000000000000000"));
 }
 
 TEST(ConfigErrors, CrossFieldRulesAreChecked) {
@@ -544,10 +700,35 @@ TEST(ConfigValues, SubstitutionUsesTheEnvironmentOrTheDefault) {
   EXPECT_EQ(substitute_variables("cost: $$5 and $${HOST}", env), "cost: $5 and ${HOST}");
   EXPECT_EQ(substitute_variables("$HOST $ 5$", env), "$HOST $ 5$");
   EXPECT_EQ(substitute_variables("${HOST}${HOST}", env), "kafkakafka");
-  EXPECT_THROW((void)substitute_variables("${UNSET}", env), std::invalid_argument);
-  EXPECT_THROW((void)substitute_variables("${HOST", env), std::invalid_argument);
-  EXPECT_THROW((void)substitute_variables("${1X}", env), std::invalid_argument);
-  EXPECT_THROW((void)substitute_variables("${}", env), std::invalid_argument);
+  // A default is plain text up to the first "}", where "$$" is a literal "$" too.
+  EXPECT_EQ(substitute_variables("${UNSET:-a$$b$c$}", env), "a$b$c$");
+  EXPECT_EQ(substitute_variables("${UNSET:-$${x}", env), "${x");
+  EXPECT_EQ(substitute_variables("${UNSET:-{x}}", env), "{x}");
+}
+
+TEST(ConfigValues, SubstitutionErrorsGiveTheOffsetOfTheirDollarBrace) {
+  const auto env = fake_env({{"HOST", "kafka"}});
+  const std::tuple<std::string_view, std::size_t, std::string_view> bad[] = {
+      {"a ${UNSET}", 2,
+       "environment variable UNSET is not set (write ${UNSET:-default} to give a default)"},
+      {"${HOST}-${HOST", 8, "unterminated \"${\" (write \"$$\" for a literal \"$\")"},
+      {"$${HOST} ${1X}", 9, "invalid variable name \"1X\" in \"${1X}\" (letters, digits and _)"},
+      {"${}", 0, "invalid variable name \"\" in \"${}\" (letters, digits and _)"},
+      {"${UNSET_A:-${UNSET_B}}", 11,
+       "nested \"${…}\" in the default of ${UNSET_A} is not supported (a default is plain "
+       "text; \"$$\" in it is a literal \"$\")"},
+      {"${HOST:-x$$${B}}", 11,
+       "nested \"${…}\" in the default of ${HOST} is not supported (a default is plain "
+       "text; \"$$\" in it is a literal \"$\")"}};
+  for (const auto& [text, offset, message] : bad) {
+    try {
+      (void)substitute_variables(text, env);
+      ADD_FAILURE() << "no error for \"" << text << "\"";
+    } catch (const substitution_error& e) {
+      EXPECT_EQ(e.offset(), offset) << text;
+      EXPECT_EQ(e.what(), message) << text;
+    }
+  }
 }
 
 TEST(ConfigValues, SubstitutionAppliesToEveryKindOfValue) {

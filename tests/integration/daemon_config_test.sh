@@ -41,10 +41,10 @@ pipelines:
       fpr: 0.7
 log: { level: loud }
 EOF
-# LINE:COL and a pattern of each expected message (the value's position, or the key's for
-# an unknown key).
+# LINE:COL and a pattern of each expected message (the value's position, the "${" of an
+# unset variable, or the key's for an unknown key).
 cat >expected <<'EOF'
-3:13 kafka\.group_id.*ITEST_SURELY_UNSET_VARIABLE
+3:14 kafka\.group_id.*ITEST_SURELY_UNSET_VARIABLE
 4:15 kafka\.batch_size.*lots
 7:3 "lisen".*did you mean "listen"
 13:15 pipelines\[0\]\.heavy_hitters\.window.*5 minutes

@@ -10,18 +10,23 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 #include <map>
 #include <memory>
+#include <numbers>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
 #include <utility>
 
+#include "sketch/blocked_bloom.h"
+#include "sketch/count_min.h"
 #include "sketchd/kafka/client.h"
 
 namespace sketchd {
@@ -31,6 +36,13 @@ using std::chrono::milliseconds;
 
 constexpr std::uint64_t kNoLimit = std::numeric_limits<std::uint64_t>::max();
 constexpr milliseconds kNoDurationLimit = milliseconds::max();
+// The longest window, a year: far from any overflow of the sketches' millisecond arithmetic
+// (rolling_bloom refuses a window whose G slices overflow int64, as 106751991166d does).
+constexpr milliseconds kMaxWindow = std::chrono::days(365);
+// The longest snapshot and summary intervals.
+constexpr milliseconds kMaxInterval = std::chrono::days(1);
+// The most distinct items of the generator: its Zipf table takes 8 bytes per item.
+constexpr std::uint64_t kMaxGeneratorDistinct = 1'000'000'000;
 
 // A value of the document: its node, where its key is (a null value has no useful
 // position of its own), and its key path such as "pipelines[0].dedup.fpr".
@@ -120,8 +132,10 @@ constexpr real_range kOpenUnit{0, true, 1, true};
 // Not thread-safe; one per load.
 class checker {
  public:
-  checker(std::string file, const getenv_function& getenv)
-      : file_(std::move(file)), getenv_(getenv) {}
+  // `source` is the text of the file, to place errors inside a scalar; it must outlive the
+  // checker.
+  checker(std::string file, std::string_view source, const getenv_function& getenv)
+      : file_(std::move(file)), source_(source), getenv_(getenv) {}
 
   void error(const YAML::Mark& mark, std::string message) {
     const bool known = !mark.is_null();
@@ -148,8 +162,8 @@ class checker {
     }
     try {
       return substitute_variables(f.node.Scalar(), getenv_);
-    } catch (const std::invalid_argument& e) {
-      error(f, e.what());
+    } catch (const substitution_error& e) {
+      error(mark_in_scalar(f.node.Mark(), f.node.Scalar(), e.offset()), prefix(f.path) + e.what());
       return std::nullopt;
     }
   }
@@ -271,7 +285,50 @@ class checker {
   }
 
  private:
+  // Where the `${` at `offset` of a scalar's value is in the file. The value is the
+  // scalar after YAML's quoting, escapes and line folding, none of which makes or removes
+  // a "${" (short of an escape such as "\x24{"), so the n-th "${" of the value is the n-th
+  // of the file from the scalar's start on. It is taken only when the variable's name
+  // after it is the same too; otherwise the error stays at the scalar's start.
+  [[nodiscard]] YAML::Mark mark_in_scalar(const YAML::Mark& scalar, std::string_view value,
+                                          std::size_t offset) const {
+    if (scalar.is_null() || offset + 1 >= value.size() || value.substr(offset, 2) != "${") {
+      return scalar;
+    }
+    // The scalar's first byte: yaml-cpp counts lines at '\n' and columns in bytes.
+    std::size_t start = 0;
+    for (int line = 0; line < scalar.line; ++line) {
+      start = source_.find('\n', start);
+      if (start == std::string_view::npos) return scalar;
+      ++start;
+    }
+    start += static_cast<std::size_t>(scalar.column);
+    if (start > source_.size()) return scalar;
+
+    std::size_t before = 0;  // "${" of the value before offset
+    for (std::size_t p = value.find("${"); p < offset; p = value.find("${", p + 2)) ++before;
+    std::size_t at = source_.find("${", start);
+    for (; before > 0 && at != std::string_view::npos; --before) at = source_.find("${", at + 2);
+    if (at == std::string_view::npos) return scalar;
+
+    const auto is_name_char = [](char ch) {
+      return ch == '_' || (ch >= '0' && ch <= '9') || (ch >= 'A' && ch <= 'Z') ||
+             (ch >= 'a' && ch <= 'z');
+    };
+    std::size_t token = offset + 2;
+    while (token < value.size() && is_name_char(value[token])) ++token;
+    if (source_.substr(at, token - offset) != value.substr(offset, token - offset)) return scalar;
+
+    YAML::Mark mark = scalar;
+    const std::size_t line_start = source_.rfind('\n', at);
+    for (std::size_t p = start; (p = source_.find('\n', p)) < at; ++p) ++mark.line;
+    mark.column = static_cast<int>(line_start == std::string_view::npos ? at : at - line_start - 1);
+    mark.pos = scalar.pos + static_cast<int>(at - start);
+    return mark;
+  }
+
   std::string file_;
+  std::string_view source_;
   const getenv_function& getenv_;
   std::vector<config_error> errors_;
 };
@@ -451,6 +508,190 @@ bool is_json_pointer(std::string_view p) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Sizes of the sketches, checked against the limits of the sketch library so that a file
+// that passes here builds its pipelines without an error.
+
+// n with a comma every three digits: 27,182,818,285.
+std::string grouped(std::uint64_t n) {
+  const std::string digits = fmt::format("{}", n);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// A count computed in floating point, grouped; in scientific notation when too large.
+std::string grouped(double n) {
+  if (n >= 1e18) return fmt::format("{:.3g}", n);
+  return grouped(static_cast<std::uint64_t>(n));
+}
+
+// The least number of five significant digits that `accepted` takes, searched upwards from
+// `limit` (the exact bound): what a message can print as "at least …" such that the printed
+// value itself passes.
+double smallest_accepted(double limit, const std::function<bool(double)>& accepted) {
+  const int exponent = static_cast<int>(std::floor(std::log10(limit))) - 4;
+  auto mantissa = static_cast<std::uint64_t>(std::floor(limit / std::pow(10.0, exponent)));
+  for (int tries = 0; tries < 1000; ++tries, ++mantissa) {
+    const double v = parse_real(fmt::format("{}e{}", mantissa, exponent));
+    if (accepted(v)) return v;
+  }
+  return limit;
+}
+
+// Reports `message` at the first of `keys` given in `m`, else at the mapping itself (the
+// keys all have their defaults).
+void error_at_first(checker& c, const mapping& m, std::initializer_list<std::string_view> keys,
+                    std::string_view message) {
+  for (std::string_view key : keys) {
+    if (const auto f = m.get(key)) {
+      c.error(*f, message);
+      return;
+    }
+  }
+  c.error(m.mark(), prefix(m.path()) + std::string(message));
+}
+
+// The rolling Count-Min sketch of `hh` (sketch::rolling_count_min) within the library's
+// limits: its width ⌈e/ε⌉ (count_min_sketch::suggest_width), its depth ⌈ln(1/δ)⌉
+// (suggest_depth), and the buckets + 1 sketches of the window (one per slice and their
+// sum) at most count_min_sketch::kMaxCounters counters in all, as rolling_count_min
+// requires.
+void check_count_min_size(checker& c, const mapping& m, const heavy_hitters_config& hh,
+                          bool epsilon_ok, bool delta_ok, bool buckets_ok) {
+  using sketch::count_min_sketch;
+  const auto width_of = [](double epsilon) -> std::optional<std::uint32_t> {
+    try {
+      return count_min_sketch::suggest_width(epsilon);
+    } catch (const std::invalid_argument&) {
+      return std::nullopt;
+    }
+  };
+  const auto depth_of = [](double delta) -> std::optional<std::uint32_t> {
+    try {
+      return count_min_sketch::suggest_depth(delta);
+    } catch (const std::invalid_argument&) {
+      return std::nullopt;
+    }
+  };
+  std::optional<std::uint32_t> width;
+  std::optional<std::uint32_t> depth;
+  if (epsilon_ok) {
+    width = width_of(hh.epsilon);
+    if (!width) {
+      const double least = smallest_accepted(std::numbers::e / count_min_sketch::kMaxWidth,
+                                             [&](double e) { return width_of(e).has_value(); });
+      error_at_first(c, m, {"epsilon"},
+                     fmt::format("{} needs a Count-Min width of {} counters (⌈e/ε⌉), over the "
+                                 "maximum of {}: use an epsilon of at least {}",
+                                 hh.epsilon, grouped(std::ceil(std::numbers::e / hh.epsilon)),
+                                 grouped(std::uint64_t{count_min_sketch::kMaxWidth}), least));
+    }
+  }
+  if (delta_ok) {
+    depth = depth_of(hh.delta);
+    if (!depth) {
+      const double least =
+          smallest_accepted(std::exp(-static_cast<double>(count_min_sketch::kMaxDepth)),
+                            [&](double d) { return depth_of(d).has_value(); });
+      error_at_first(c, m, {"delta"},
+                     fmt::format("{} needs a Count-Min depth of {} rows (⌈ln(1/δ)⌉), over the "
+                                 "maximum of {}: use a delta of at least {}",
+                                 hh.delta, grouped(std::ceil(std::log(1 / hh.delta))),
+                                 count_min_sketch::kMaxDepth, least));
+    }
+  }
+  if (!width || !depth || !buckets_ok) return;
+  const std::uint64_t sketches = std::uint64_t{hh.buckets} + 1;
+  const std::uint64_t counters = std::uint64_t{*width} * *depth * sketches;
+  if (counters <= count_min_sketch::kMaxCounters) return;
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  error_at_first(
+      c, m, {"epsilon", "delta", "buckets"},
+      fmt::format("epsilon {}, delta {} and {} buckets need {} Count-Min sketches of {} × {} "
+                  "counters, {} in all ({:.3g} GiB), over the maximum of {} ({:.0f} GiB): use a "
+                  "larger epsilon or delta, or fewer buckets",
+                  hh.epsilon, hh.delta, hh.buckets, sketches, grouped(std::uint64_t{*width}),
+                  *depth, grouped(counters), static_cast<double>(counters) * 4 / kGiB,
+                  grouped(count_min_sketch::kMaxCounters),
+                  static_cast<double>(count_min_sketch::kMaxCounters) * 4 / kGiB));
+}
+
+// The rolling Bloom filter of `d` (sketch::rolling_bloom) within the library's limits, and
+// its G generations at most blocked_bloom_filter::kMaxBits bits in all (the library takes
+// up to that much per generation; 2^40 bits, 128 GiB, is already more than a pipeline
+// should hold). As in rolling_bloom.h, each generation holds c = ⌈capacity / (G − 1)⌉
+// items at fpr_g = 1 − (1 − fpr)^(1/G), in blocked_bloom_filter::bits_for(c, fpr_g) bits.
+void check_bloom_size(checker& c, const mapping& m, const dedup_config& d) {
+  using sketch::blocked_bloom_filter;
+  const std::uint64_t g = d.generations;
+  const std::uint64_t parts = g - 1;
+  const std::uint64_t share = d.capacity / parts + (d.capacity % parts != 0 ? 1 : 0);
+  const auto generation_fpr = [g](double fpr) {
+    return -std::expm1(std::log1p(-fpr) / static_cast<double>(g));
+  };
+  const std::uint64_t max_bits = blocked_bloom_filter::kMaxBits / g /
+                                 blocked_bloom_filter::kBlockBits *
+                                 blocked_bloom_filter::kBlockBits;
+  const auto fits = [max_bits](std::uint64_t items, double fpr_g) {
+    if (!(fpr_g > 0)) return false;  // a rate that underflows to 0 in fpr_g
+    try {
+      return blocked_bloom_filter::bits_for(items, fpr_g) <= max_bits;
+    } catch (const std::invalid_argument&) {
+      return false;
+    }
+  };
+  const double fpr_g = generation_fpr(d.fpr);
+  if (fits(share, fpr_g)) return;
+
+  const std::string too_large = fmt::format(
+      "need Bloom filters of more than the maximum of 2^40 bits (128 GiB) in all, over {} "
+      "generations",
+      g);
+  if (fits(1, fpr_g)) {
+    // The capacity is too large at this rate: the largest share that fits, by bisection
+    // (fits(lo), !fits(hi)).
+    std::uint64_t lo = 1;
+    std::uint64_t hi = share;
+    while (hi - lo > 1) {
+      const std::uint64_t mid = lo + (hi - lo) / 2;
+      (fits(mid, fpr_g) ? lo : hi) = mid;
+    }
+    error_at_first(c, m, {"capacity"},
+                   fmt::format("{} items at fpr {} {}: at this fpr capacity can be at most {} "
+                               "(or use a larger fpr)",
+                               grouped(d.capacity), d.fpr, too_large, grouped(lo * parts)));
+    return;
+  }
+  // The rate is too small even for one item per generation.
+  const auto least_fpr = [&](std::uint64_t items) -> std::optional<double> {
+    const double best_g =
+        blocked_bloom_filter::fpr(static_cast<double>(max_bits), static_cast<double>(items));
+    const double limit = -std::expm1(static_cast<double>(g) * std::log1p(-best_g));
+    const auto accepted = [&](double fpr) { return fpr < 0.5 && fits(items, generation_fpr(fpr)); };
+    if (!(limit < 0.5)) return std::nullopt;
+    const double least = smallest_accepted(limit, accepted);
+    if (!accepted(least)) return std::nullopt;
+    return least;
+  };
+  if (const auto least = least_fpr(share)) {
+    error_at_first(c, m, {"fpr"},
+                   fmt::format("{} is too small: {} items at this fpr {}; use an fpr of at least "
+                               "{}",
+                               d.fpr, grouped(d.capacity), too_large, *least));
+    return;
+  }
+  error_at_first(c, m, {"fpr"},
+                 fmt::format("{} is too small: even one item per generation at this fpr would {}; "
+                             "use an fpr of at least {}",
+                             d.fpr, too_large, least_fpr(1).value_or(0.5)));
+  error_at_first(c, m, {"capacity"},
+                 fmt::format("{} items {} at any fpr below 0.5", grouped(d.capacity), too_large));
+}
+
+// ---------------------------------------------------------------------------------------
 // Sections.
 
 kafka_config read_kafka(checker& c, const field& f) {
@@ -578,7 +819,7 @@ state_config read_state(checker& c, const field& f) {
   state_config s;
   const mapping m(c, f, {"dir", "snapshot_interval", "discard_incompatible_snapshot"});
   read_optional_text(c, m, "dir", s.dir);
-  m.read("snapshot_interval", s.snapshot_interval, durations(c, milliseconds(1)));
+  m.read("snapshot_interval", s.snapshot_interval, durations(c, milliseconds(1), kMaxInterval));
   m.read("discard_incompatible_snapshot", s.discard_incompatible_snapshot, booleans(c));
   return s;
 }
@@ -624,10 +865,10 @@ heavy_hitters_config read_heavy_hitters(checker& c, const field& f,
   const mapping m(c, f,
                   {"window", "buckets", "epsilon", "delta", "top_k", "threshold", "conservative",
                    "alerts_topic"});
-  const bool window_ok = m.read("window", hh.window, durations(c, milliseconds(1)));
+  const bool window_ok = m.read("window", hh.window, durations(c, milliseconds(1), kMaxWindow));
   const bool buckets_ok = m.read("buckets", hh.buckets, counts(c, 1, 1000));
   const bool epsilon_ok = m.read("epsilon", hh.epsilon, reals(c, kOpenUnit));
-  m.read("delta", hh.delta, reals(c, kOpenUnit));
+  const bool delta_ok = m.read("delta", hh.delta, reals(c, kOpenUnit));
   m.read("top_k", hh.top_k, counts(c, 1, 1000));
   const bool threshold_ok = m.read("threshold", hh.threshold, reals(c, {0, true, 1, false}));
   m.read("conservative", hh.conservative, booleans(c));
@@ -646,6 +887,7 @@ heavy_hitters_config read_heavy_hitters(checker& c, const field& f,
                         "exceed the true count by epsilon times the window's items, got {}",
                         m.path(), hh.epsilon, hh.threshold));
   }
+  check_count_min_size(c, m, hh, epsilon_ok, delta_ok, buckets_ok);
   if (hh.alerts_topic &&
       std::find(inputs.begin(), inputs.end(), *hh.alerts_topic) != inputs.end()) {
     c.error(*m.get("alerts_topic"),
@@ -658,9 +900,9 @@ dedup_config read_dedup(checker& c, const field& f, const std::vector<std::strin
   dedup_config d;
   const mapping m(c, f,
                   {"window", "capacity", "fpr", "generations", "output_topic", "duplicates_topic"});
-  const bool window_ok = m.read("window", d.window, durations(c, milliseconds(1)));
-  m.read_required("capacity", d.capacity, counts(c, 1));
-  m.read("fpr", d.fpr, reals(c, {0, true, 0.5, true}));
+  const bool window_ok = m.read("window", d.window, durations(c, milliseconds(1), kMaxWindow));
+  const bool capacity_ok = m.read_required("capacity", d.capacity, counts(c, 1));
+  const bool fpr_ok = m.read("fpr", d.fpr, reals(c, {0, true, 0.5, true}));
   const bool generations_ok = m.read("generations", d.generations, counts(c, 2, 64));
   read_optional_topic(c, m, "output_topic", d.output_topic);
   read_optional_topic(c, m, "duplicates_topic", d.duplicates_topic);
@@ -671,6 +913,7 @@ dedup_config read_dedup(checker& c, const field& f, const std::vector<std::strin
             fmt::format("{}.window: must be at least 1ms per generation ({} generations), got {}",
                         m.path(), d.generations, format_duration(d.window)));
   }
+  if (capacity_ok && fpr_ok && generations_ok) check_bloom_size(c, m, d);
   const auto check_not_input = [&](std::string_view key, const std::optional<std::string>& topic) {
     if (topic && std::find(inputs.begin(), inputs.end(), *topic) != inputs.end()) {
       c.error(*m.get(key),
@@ -739,7 +982,7 @@ generator_config read_generator(checker& c, const field& f) {
   if (!m.valid()) return g;
   m.read_required("topic", g.topic, topics(c));
   m.read("rate", g.rate, counts(c, 1));
-  m.read("distinct", g.distinct, counts(c, 1));
+  m.read("distinct", g.distinct, counts(c, 1, kMaxGeneratorDistinct));
   m.read("zipf", g.zipf, reals(c, {0, true, std::numeric_limits<double>::infinity(), false}));
   m.read("key", g.key, booleans(c));
   m.read("format", g.format, choices(c, {generator_format::json, generator_format::text}));
@@ -753,7 +996,7 @@ log_config read_log(checker& c, const field& f) {
          choices(c, {log_level::trace, log_level::debug, log_level::info, log_level::warn,
                      log_level::error, log_level::critical, log_level::off}));
   m.read("format", l.format, choices(c, {log_format::text, log_format::json}));
-  m.read("summary_interval", l.summary_interval, durations(c, milliseconds(0)));
+  m.read("summary_interval", l.summary_interval, durations(c, milliseconds(0), kMaxInterval));
   return l;
 }
 
@@ -841,7 +1084,7 @@ std::string config_error::to_string() const {
 load_result load_config_string(std::string_view yaml, const std::string& file_name,
                                const getenv_function& getenv) {
   load_result result;
-  checker c(file_name, getenv);
+  checker c(file_name, yaml, getenv);
   std::vector<YAML::Node> documents;
   try {
     documents = YAML::LoadAll(std::string(yaml));

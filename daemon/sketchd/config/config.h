@@ -10,8 +10,10 @@
 // Values:
 //   - `${VAR}` and `${VAR:-default}` are replaced inside any scalar value by the
 //     environment variable (the default when VAR is unset or empty); `$$` is a literal
-//     `$`, and a `$` followed by anything else is kept as it is. An unset VAR without a
-//     default is an error at that scalar.
+//     `$`, and a `$` followed by anything else is kept as it is. A default is plain text
+//     up to the first `}`, where `$$` is a literal `$` too; a `${` in it (nesting, as in
+//     `${A:-${B}}`) is an error. An unset VAR without a default, and a malformed `${…}`,
+//     are errors at the line and column of their `${`;
 //   - durations are an integer and a unit: `500ms 30s 5m 1h 7d` (a bare `0` is zero);
 //   - counts are whole numbers, optionally with a decimal suffix `k M G`
 //     (`10M` = 10,000,000, `1.5k` = 1,500);
@@ -25,10 +27,12 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,8 +66,8 @@ struct http_config {
 };
 
 struct state_config {
-  std::optional<std::string> dir;  // no snapshots when unset
-  std::chrono::milliseconds snapshot_interval{std::chrono::seconds(30)};
+  std::optional<std::string> dir;                                         // no snapshots when unset
+  std::chrono::milliseconds snapshot_interval{std::chrono::seconds(30)};  // 1ms..1d
   // A snapshot of another format or other parameters is skipped (and logged) instead of
   // stopping the daemon.
   bool discard_incompatible_snapshot = false;
@@ -80,19 +84,24 @@ struct item_config {
 // Which clock slides the windows: the message timestamp (event) or the daemon's (wall).
 enum class clock_kind { event, wall };
 
+// The sizes stay within the sketch library's limits: a Count-Min width ⌈e/ε⌉ of at most
+// count_min_sketch::kMaxWidth, a depth ⌈ln(1/δ)⌉ of at most kMaxDepth, and
+// (buckets + 1)·width·depth counters of at most kMaxCounters in the whole window.
 struct heavy_hitters_config {
-  std::chrono::milliseconds window{std::chrono::minutes(5)};
+  std::chrono::milliseconds window{std::chrono::minutes(5)};  // 1ms per bucket..365d
   std::uint32_t buckets = 10;  // 1..1000; the window slides in steps of window / buckets
-  double epsilon = 0.0001;     // (0, 1): estimate ≤ true + ε·N
-  double delta = 0.001;        // (0, 1): … with probability ≥ 1 − δ
+  double epsilon = 0.0001;     // [e/2^28, 1): estimate ≤ true + ε·N
+  double delta = 0.001;        // [e^-32, 1): … with probability ≥ 1 − δ
   std::uint32_t top_k = 20;    // 1..1000
   double threshold = 0.01;     // φ in (0, 1], greater than epsilon
   bool conservative = true;    // conservative update
   std::optional<std::string> alerts_topic;
 };
 
+// The generations' Bloom filters (sketch::rolling_bloom) take at most
+// blocked_bloom_filter::kMaxBits bits in all, which bounds capacity for a given fpr.
 struct dedup_config {
-  std::chrono::milliseconds window{std::chrono::hours(1)};
+  std::chrono::milliseconds window{std::chrono::hours(1)};  // 1ms per generation..365d
   std::uint64_t capacity = 0;     // distinct items expected per window, ≥ 1 (required)
   double fpr = 0.001;             // (0, 0.5): target false-positive rate over the window
   std::uint32_t generations = 4;  // 2..64
@@ -116,7 +125,7 @@ enum class generator_format { json, text };
 struct generator_config {
   std::string topic;
   std::uint64_t rate = 1000;        // events per second, ≥ 1
-  std::uint64_t distinct = 100000;  // distinct items, ≥ 1
+  std::uint64_t distinct = 100000;  // distinct items, 1..1G (8 bytes each in memory)
   double zipf = 1.1;                // exponent, > 0
   bool key = true;                  // the item is the message key too
   // json: {"user":{"id":"u123"},"ts":…} (item at /user/id); text: the item alone
@@ -129,7 +138,7 @@ enum class log_format { text, json };
 struct log_config {
   log_level level = log_level::info;
   log_format format = log_format::text;
-  std::chrono::milliseconds summary_interval{std::chrono::seconds(10)};  // 0: no summary
+  std::chrono::milliseconds summary_interval{std::chrono::seconds(10)};  // 0..1d; 0: none
 };
 
 struct config {
@@ -197,7 +206,22 @@ using getenv_function = std::function<std::optional<std::string>(std::string_vie
 // A finite real number in decimal or scientific notation: "0.001", "1e-3", "-2.5".
 [[nodiscard]] double parse_real(std::string_view text);
 
+// What substitute_variables throws: the message, and where in the text the `${` that it
+// is about starts (the one without a variable, or the nested one of a default).
+class substitution_error : public std::invalid_argument {
+ public:
+  substitution_error(const std::string& message, std::size_t offset)
+      : std::invalid_argument(message), offset_(offset) {}
+
+  [[nodiscard]] std::size_t offset() const noexcept { return offset_; }
+
+ private:
+  std::size_t offset_;
+};
+
 // Replaces `${VAR}`, `${VAR:-default}` and `$$` in `text` (rules in the file comment).
+// Throws substitution_error for an unset VAR without a default, an unterminated `${`, an
+// invalid variable name or a `${` inside a default.
 [[nodiscard]] std::string substitute_variables(std::string_view text,
                                                const getenv_function& getenv);
 

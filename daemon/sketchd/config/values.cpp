@@ -151,21 +151,47 @@ std::string substitute_variables(std::string_view text, const getenv_function& g
     }
     const std::size_t close = text.find('}', i + 2);
     if (close == std::string_view::npos) {
-      throw std::invalid_argument("unterminated \"${\" (write \"$$\" for a literal \"$\")");
+      throw substitution_error("unterminated \"${\" (write \"$$\" for a literal \"$\")", i);
     }
     const std::string_view inside = text.substr(i + 2, close - i - 2);
     const std::size_t sep = inside.find(":-");
     const std::string_view name = inside.substr(0, sep);
     if (!is_variable_name(name)) {
-      throw std::invalid_argument(fmt::format(
-          "invalid variable name \"{}\" in \"${{{}}}\" (letters, digits and _)", name, inside));
+      throw substitution_error(
+          fmt::format("invalid variable name \"{}\" in \"${{{}}}\" (letters, digits and _)", name,
+                      inside),
+          i);
+    }
+    // The default, with `$$` read as `$`: checked even when the variable is set, so that
+    // whether a file is valid does not depend on the environment.
+    std::optional<std::string> fallback;
+    if (sep != std::string_view::npos) {
+      const std::size_t from = i + 2 + sep + 2;
+      fallback.emplace();
+      for (std::size_t j = from; j < close; ++j) {
+        if (text[j] == '$' && j + 1 < close && text[j + 1] == '$') {
+          *fallback += '$';
+          ++j;
+        } else if (text[j] == '$' && text[j + 1] == '{') {
+          throw substitution_error(
+              fmt::format("nested \"${{…}}\" in the default of ${{{}}} is not supported (a default "
+                          "is plain text; \"$$\" in it is a literal \"$\")",
+                          name),
+              j);
+        } else {
+          *fallback += text[j];
+        }
+      }
     }
     std::optional<std::string> value = getenv ? getenv(name) : std::nullopt;
-    if (sep != std::string_view::npos) {
-      if (!value || value->empty()) value = std::string(inside.substr(sep + 2));
+    if (fallback) {
+      if (!value || value->empty()) value = std::move(fallback);
     } else if (!value) {
-      throw std::invalid_argument(fmt::format(
-          "environment variable {0} is not set (write ${{{0}:-default}} to give a default)", name));
+      throw substitution_error(
+          fmt::format(
+              "environment variable {0} is not set (write ${{{0}:-default}} to give a default)",
+              name),
+          i);
     }
     out += *value;
     i = close + 1;
