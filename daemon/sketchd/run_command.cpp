@@ -415,14 +415,14 @@ int run(const config& cfg) {
 }  // namespace
 
 int run_command(const std::string& config_path) {
+  // First, so that a stop requested while the configuration loads is a clean stop too.
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGPIPE, SIG_IGN);
   const load_result loaded = load_config_file(config_path);
   for (const config_error& e : loaded.errors) fmt::print(stderr, "{}\n", e.to_string());
   if (!loaded.value) return 1;
   setup_logging(loaded.value->log);
-
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGPIPE, SIG_IGN);
   try {
     return run(*loaded.value);
   } catch (const std::exception& e) {

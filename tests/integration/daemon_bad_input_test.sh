@@ -15,7 +15,10 @@
 #   - the daemon is alive afterwards, answers, and still consumes (100 more messages);
 #   - the top-k of the binary keys is exported with cleaned labels (U+FFFD for invalid
 #     bytes, escaped quote/backslash/newline, at most 128 bytes cut at a character
-#     boundary), /topk stays valid UTF-8 JSON, and `promtool check metrics` passes.
+#     boundary), /topk stays valid UTF-8 JSON, and `promtool check metrics` passes;
+#   - items from headers (a second topic): a repeated header gives its first value, a
+#     missing one is missing_field, an empty one empty_item, and a header name of 300
+#     bytes is found like any other.
 #
 # Usage: daemon_bad_input_test.sh PATH/TO/sketchd
 set -euo pipefail
@@ -23,7 +26,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 itest_init "$@"
 
 topic=raw
-start_mock_kafka "$topic:2"
+start_mock_kafka "$topic:2" headers:1
 port=$(free_port)
 
 # All messages in one file for one kcat run: messages end with $msg_end, and a key, when
@@ -136,6 +139,14 @@ pipelines:
     item: { from: key }
     clock: wall
     heavy_hitters: { window: 10m, epsilon: 0.001, top_k: 50, threshold: 0.01 }
+  - name: tenants
+    topics: [headers]
+    item: { from: header, name: tenant }
+    dedup: { window: 1h, capacity: 1k, fpr: 0.001 }
+  - name: long
+    topics: [headers]
+    item: { from: header, name: $(printf 'h%.0s' {1..300}) }
+    dedup: { window: 1h, capacity: 1k, fpr: 0.001 }
 EOF
 start_daemon "$work/sketchd.yaml"
 
@@ -226,6 +237,30 @@ kill -0 "$daemon_pid" 2>/dev/null || fail "sketchd is not running"
 api healthz
 [[ $api_status == 200 ]] || fail "GET /healthz: HTTP $api_status after bad input"
 log "still consuming after the bad input: users items $metric"
+
+# Items from headers, one kcat run per set of headers.
+long_name=$(printf 'h%.0s' {1..300})
+echo one | produce headers -H tenant=first -H tenant=second
+echo two | produce headers -H tenant=first -H tenant=third
+echo three | produce headers
+echo four | produce headers -H tenant=
+echo five | produce headers -H "$long_name=long-value"
+wait_metric 'sketchd_messages_consumed_total{topic="headers"}' -ge 5 30
+sleep 0.5
+scrape
+for expectation in 'sketchd_pipeline_items_total{pipeline="tenants"} 2' \
+  'sketchd_dedup_first_seen_total{pipeline="tenants"} 1' \
+  'sketchd_dedup_duplicates_total{pipeline="tenants"} 1' \
+  'sketchd_pipeline_extract_failures_total{pipeline="tenants",reason="missing_field"} 2' \
+  'sketchd_pipeline_extract_failures_total{pipeline="tenants",reason="empty_item"} 1' \
+  'sketchd_pipeline_items_total{pipeline="long"} 1' \
+  'sketchd_pipeline_extract_failures_total{pipeline="long",reason="missing_field"} 4'; do
+  got=$(require_value "$m" "${expectation% *}")
+  [[ $got == "${expectation##* }" ]] || fail "${expectation% *} is $got, expected ${expectation##* }"
+done
+api "api/v1/pipelines/tenants/seen?item=first" "$work/seen.json"
+[[ $(json "$work/seen.json" 'd["seen"]') == true ]] || fail "the first value of a repeated header is not the item"
+log "header items: the first of repeated headers, missing and empty headers counted, a 300-byte name found"
 
 stop_process "$daemon_pid" 5 || fail "sketchd did not exit within 5 s of SIGTERM"
 [[ $stop_status -eq 0 ]] || fail "sketchd exited with status $stop_status after SIGTERM"

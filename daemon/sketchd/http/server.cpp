@@ -4,7 +4,9 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 
 #include "sketchd/util/json.h"
 
@@ -142,7 +144,15 @@ int http_server::start() {
     throw std::runtime_error(fmt::format("http: cannot listen on {} (address in use or not available)",
                                          config_.listen));
   }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  thread_ = std::thread([this] {
+    server_->listen_after_bind();
+    listen_returned_ = true;
+  });
+  // httplib's stop() does nothing until the listening thread has entered its accept loop
+  // (is_running() is set there): a stop() before that, when the start fails right after
+  // this, would leave the thread in accept() and the destructor's join waiting forever.
+  while (!server_->is_running() && !listen_returned_)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return port;
 }
 

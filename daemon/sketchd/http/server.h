@@ -2,6 +2,7 @@
 // API under /api/v1 (DESIGN.md, "HTTP API").
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,6 +56,7 @@ class http_server {
   const readiness& ready_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+  std::atomic<bool> listen_returned_{false};  // set by thread_ when httplib's loop has ended
 };
 
 }  // namespace sketchd

@@ -41,11 +41,16 @@ struct message_deleter {
   void operator()(rd_kafka_message_t* message) const noexcept { rd_kafka_message_destroy(message); }
 };
 
+struct queue_deleter {
+  void operator()(rd_kafka_queue_t* queue) const noexcept { rd_kafka_queue_destroy(queue); }
+};
+
 using conf_ptr = std::unique_ptr<rd_kafka_conf_t, conf_deleter>;
 using handle_ptr = std::unique_ptr<rd_kafka_t, handle_deleter>;
 using topic_partition_list_ptr =
     std::unique_ptr<rd_kafka_topic_partition_list_t, topic_partition_list_deleter>;
 using message_ptr = std::unique_ptr<rd_kafka_message_t, message_deleter>;
+using queue_ptr = std::unique_ptr<rd_kafka_queue_t, queue_deleter>;
 
 // librdkafka properties by name, as the configuration passes them.
 using property_map = std::map<std::string, std::string>;

@@ -46,16 +46,18 @@ bool find_header(const void* context, std::string_view name, std::string_view* o
   auto* m = static_cast<rd_kafka_message_t*>(const_cast<void*>(context));
   rd_kafka_headers_t* headers = nullptr;
   if (rd_kafka_message_headers(m, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR || headers == nullptr) return false;
-  // Header names are short: a stack copy gives librdkafka its NUL-terminated name.
-  char key[256];
-  if (name.size() >= sizeof key) return false;
-  std::memcpy(key, name.data(), name.size());
-  key[name.size()] = '\0';
+  // The first header of that name (docs/CONFIGURATION.md), of any length.
+  const char* header = nullptr;
   const void* value = nullptr;
   std::size_t size = 0;
-  if (rd_kafka_header_get_last(headers, key, &value, &size) != RD_KAFKA_RESP_ERR_NO_ERROR) return false;
-  *out = value ? std::string_view(static_cast<const char*>(value), size) : std::string_view();
-  return true;
+  for (std::size_t i = 0;
+       rd_kafka_header_get_all(headers, i, &header, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
+       ++i) {
+    if (name != header) continue;
+    *out = value ? std::string_view(static_cast<const char*>(value), size) : std::string_view();
+    return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -84,12 +86,15 @@ struct source::callbacks {
         if (self->ready_full_) self->ready_->drop(list);
       }
       self->run_on_owner(request);
-      // Offsets stored so far are committed before the partitions go to another member.
-      const rd_kafka_resp_err_t c = rd_kafka_commit(rk, nullptr, 0);
+      // Offsets stored so far are committed before the partitions go to another member
+      // (when closing, close() has just committed them, within its bound).
+      const rd_kafka_resp_err_t c =
+          self->closing_ ? RD_KAFKA_RESP_ERR_NO_ERROR : rd_kafka_commit(rk, nullptr, 0);
       if (c && c != RD_KAFKA_RESP_ERR__NO_OFFSET) {
         log()->warn("commit before revocation failed: {}", rd_kafka_err2str(c));
       }
     } else {
+      self->assigned_once_ = true;
       self->run_on_owner(request);
       for (int i = 0; i < partitions->cnt; ++i) {
         if (const auto start = request.starts[static_cast<std::size_t>(i)]) {
@@ -435,10 +440,72 @@ void source::close() {
   if (poller_.joinable()) poller_.join();
   for (auto* b : {&filling_, &ready_, &current_}) (*b)->release();
   ready_full_ = false;
-  const rd_kafka_resp_err_t err = rd_kafka_commit(consumer_.get(), nullptr, 0);
+  closing_ = true;
+  // Each step is bounded: with the coordinator unreachable, librdkafka's synchronous commit
+  // and close wait for its own timeouts, a minute and more. What is not committed is read
+  // again after a restart (at-least-once).
+  rd_kafka_t* rk = consumer_.get();
+  // Polls q until done() or kCloseStepWait has passed; returns the first event of `type`
+  // (nullptr if none came). Rebalance events (during the close) go to the same callback as
+  // in poll_loop(), here on the owner's thread; other events are dropped.
+  const auto wait = [this, rk](rd_kafka_queue_t* q, int type, const auto& done) {
+    const auto deadline = std::chrono::steady_clock::now() + kCloseStepWait;
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      rd_kafka_event_t* ev = rd_kafka_queue_poll(q, 100);
+      if (ev == nullptr) continue;
+      if (rd_kafka_event_type(ev) == type) return ev;
+      if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE) {
+        callbacks::rebalance(rk, rd_kafka_event_error(ev), rd_kafka_event_topic_partition_list(ev),
+                             this);
+      }
+      rd_kafka_event_destroy(ev);
+    }
+    return static_cast<rd_kafka_event_t*>(nullptr);
+  };
+  const queue_ptr commit_queue(rd_kafka_queue_new(rk));
+  rd_kafka_resp_err_t err =
+      rd_kafka_commit_queue(rk, nullptr, commit_queue.get(), nullptr, nullptr);
+  if (!err) {
+    rd_kafka_event_t* ev =
+        wait(commit_queue.get(), RD_KAFKA_EVENT_OFFSET_COMMIT, [] { return false; });
+    if (ev == nullptr) {
+      log()->warn(
+          "final commit: no answer within {} s; the messages since the last commit will be read "
+          "again",
+          kCloseStepWait.count());
+    } else {
+      err = rd_kafka_event_error(ev);
+      rd_kafka_event_destroy(ev);
+    }
+  }
   if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET) log()->warn("final commit failed: {}", rd_kafka_err2str(err));
-  const rd_kafka_resp_err_t closed = rd_kafka_consumer_close(consumer_.get());
-  if (closed) log()->warn("closing the consumer: {}", rd_kafka_err2str(closed));
+  // Leaving the group: rebalance callbacks during the close run here, on the owner's thread.
+  const queue_ptr close_queue(rd_kafka_queue_new(rk));
+  if (rd_kafka_error_t* e = rd_kafka_consumer_close_queue(rk, close_queue.get())) {
+    log()->warn("closing the consumer: {}", rd_kafka_error_string(e));
+    rd_kafka_error_destroy(e);
+  } else {
+    wait(close_queue.get(), RD_KAFKA_EVENT_NONE,
+         [rk] { return rd_kafka_consumer_closed(rk) == 1; });
+  }
+  const bool left = rd_kafka_consumer_closed(rk) == 1;
+  if (!left) {
+    log()->warn(
+        "leaving the group: no answer within {} s; the group rebalances once session.timeout.ms "
+        "has passed",
+        kCloseStepWait.count());
+  }
+  if (!assigned_once_ || !left) {
+    // Two cases where rd_kafka_destroy() must not run: librdkafka 2.0 fails an assertion
+    // (abort) for a consumer that joined a cooperative group but was never assigned (its
+    // issue 4312, fixed in 2.3), and destroying a consumer that has not left its group
+    // waits for the group, unbounded. The handle is kept until the process exits instead:
+    // nothing is left to commit.
+    static std::mutex kept_mutex;
+    static std::vector<rd_kafka_t*> kept;
+    const std::lock_guard lock(kept_mutex);
+    kept.push_back(consumer_.release());
+  }
 }
 
 std::vector<partition_lag> source::lag() const {

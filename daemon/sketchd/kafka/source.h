@@ -34,6 +34,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -177,6 +178,10 @@ class source {
   std::function<void(std::span<const topic_partition>)> on_revoke_;
   std::function<std::optional<std::int64_t>(const topic_partition&)> on_assign_;
   std::atomic<bool> paused_{false};
+  std::atomic<bool> assigned_once_{false};  // a rebalance has assigned partitions (even none)
+  std::atomic<bool> closing_{false};        // close() has begun
+  // How long close() waits for the final commit, and then for leaving the group.
+  static constexpr std::chrono::seconds kCloseStepWait{5};
   std::atomic<std::size_t> assigned_{0};
   mutable std::mutex mutex_;  // guards lag_ and fatal_
   std::vector<partition_lag> lag_;
