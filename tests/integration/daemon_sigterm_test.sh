@@ -11,6 +11,12 @@
 #      committing nothing) counts the messages after the committed offsets, R; at least
 #      what B had counted is committed (N3 − R ≥ B's last scraped count − 3,000).
 #   4. sketchd C (same group) starts and consumes exactly R messages, then nothing more.
+#   5. sketchd D gets SIGTERM as soon as it serves HTTP, while it joins the group (with
+#      librdkafka 2.0, destroying a consumer that joined a cooperative group but was never
+#      assigned aborts): exit status 0 within 5 s.
+#   6. sketchd E consumes 200 new messages, then the broker goes down and E gets SIGTERM:
+#      exit status 0 within 20 s (the final commit and the group leave wait at most 5 s
+#      each), with a warning that says what did not finish.
 #
 # Usage: daemon_sigterm_test.sh PATH/TO/sketchd
 set -euo pipefail
@@ -24,7 +30,7 @@ n2=3000
 n3=30000
 consumed_series="sketchd_messages_consumed_total{topic=\"$topic\"}"
 
-start_mock_kafka "$topic:3"
+MOCK_CONTROL=1 start_mock_kafka "$topic:3"
 port=$(free_port)
 cat >"$work/sketchd.yaml" <<EOF
 kafka:
@@ -141,4 +147,23 @@ else
 fi
 log "sketchd C consumed exactly the $remaining remaining messages"
 stop_daemon sketchd-c
+
+# ---- 5. SIGTERM while joining the group ------------------------------------------------
+start_daemon "$work/sketchd.yaml" sketchd-d
+stop_daemon sketchd-d
+
+# ---- 6. SIGTERM with the broker down ----------------------------------------------------
+keyed_lines 100000 100 | produce "$topic" -K'|'
+start_daemon "$work/sketchd.yaml" sketchd-e
+settle_exactly "$consumed_series" 100
+# Offsets stored since the last commit (auto.commit.interval.ms is 5 s), for the final
+# commit that cannot be answered.
+keyed_lines 100100 100 | produce "$topic" -K'|'
+settle_exactly "$consumed_series" 200
+mock_control "down 1"
+sleep 1
+stop_process "$daemon_pid" 20 || fail "sketchd E did not exit within 20 s of SIGTERM with the broker down"
+[[ $stop_status -eq 0 ]] || fail "sketchd E exited with status $stop_status after SIGTERM with the broker down"
+check_log "$work/sketchd-e.err" 'final commit|leaving the group'
+log "with the broker down, sketchd E stopped in $stop_ms ms with status 0"
 echo "PASS"

@@ -501,10 +501,11 @@ void source::close() {
     // issue 4312, fixed in 2.3), and destroying a consumer that has not left its group
     // waits for the group, unbounded. The handle is kept until the process exits instead:
     // nothing is left to commit.
-    static std::mutex kept_mutex;
-    static std::vector<rd_kafka_t*> kept;
-    const std::lock_guard lock(kept_mutex);
-    kept.push_back(consumer_.release());
+    // Never destroyed, so the handles stay reachable (for leak checkers) to the end.
+    static auto* const kept_mutex = new std::mutex;
+    static auto* const kept = new std::vector<rd_kafka_t*>;
+    const std::lock_guard lock(*kept_mutex);
+    kept->push_back(consumer_.release());
   }
 }
 
