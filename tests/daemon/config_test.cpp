@@ -557,11 +557,13 @@ TEST(ConfigErrors, BloomSizesStayWithinTheLibrarysLimits) {
                   "3.3882e-21"));
 }
 
-TEST(ConfigErrors, GeneratorDistinctItemsHaveAnUpperBound) {
+TEST(ConfigErrors, GeneratorSizeAndRateHaveAnUpperBound) {
   EXPECT_THAT(errors_of(load(std::string(kMinimal) +
                              "generator: { topic: g, distinct: 1000000000000000000 }\n")),
               ElementsAre("test.yaml:8:34: generator.distinct: must be in [1, 1000000000], got "
                           "1000000000000000000"));
+  EXPECT_THAT(errors_of(load(std::string(kMinimal) + "generator: { topic: g, rate: 1G }\n")),
+              ElementsAre("test.yaml:8:30: generator.rate: must be in [1, 100000000], got 1G"));
 }
 
 TEST(ConfigErrors, CrossFieldRulesAreChecked) {

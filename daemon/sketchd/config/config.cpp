@@ -43,6 +43,9 @@ constexpr milliseconds kMaxWindow = std::chrono::days(365);
 constexpr milliseconds kMaxInterval = std::chrono::days(1);
 // The most distinct items of the generator: its Zipf table takes 8 bytes per item.
 constexpr std::uint64_t kMaxGeneratorDistinct = 1'000'000'000;
+// The generator's highest rate, events per second: far above what one producer sends, and
+// far from overflowing its count of events due (elapsed seconds · rate).
+constexpr std::uint64_t kMaxGeneratorRate = 100'000'000;
 
 // A value of the document: its node, where its key is (a null value has no useful
 // position of its own), and its key path such as "pipelines[0].dedup.fpr".
@@ -981,7 +984,7 @@ generator_config read_generator(checker& c, const field& f) {
   const mapping m(c, f, {"topic", "rate", "distinct", "zipf", "key", "format"});
   if (!m.valid()) return g;
   m.read_required("topic", g.topic, topics(c));
-  m.read("rate", g.rate, counts(c, 1));
+  m.read("rate", g.rate, counts(c, 1, kMaxGeneratorRate));
   m.read("distinct", g.distinct, counts(c, 1, kMaxGeneratorDistinct));
   m.read("zipf", g.zipf, reals(c, {0, true, std::numeric_limits<double>::infinity(), false}));
   m.read("key", g.key, booleans(c));

@@ -124,7 +124,7 @@ enum class generator_format { json, text };
 // Synthetic Zipf-distributed events, for demos and tests.
 struct generator_config {
   std::string topic;
-  std::uint64_t rate = 1000;        // events per second, ≥ 1
+  std::uint64_t rate = 1000;        // events per second, 1..100M
   std::uint64_t distinct = 100000;  // distinct items, 1..1G (8 bytes each in memory)
   double zipf = 1.1;                // exponent, > 0
   bool key = true;                  // the item is the message key too
