@@ -45,23 +45,14 @@ std::int64_t slice_of(const rolling_bloom_options& o) {
   return slice;
 }
 
-std::uint64_t share_of(const rolling_bloom_options& o) {
-  const std::uint64_t parts = o.generations - 1;
-  return o.capacity / parts + (o.capacity % parts != 0 ? 1 : 0);
-}
-
-// fpr_g = 1 − (1 − fpr)^{1/G}, via log1p/expm1 so that small rates keep their precision.
-double generation_fpr_of(const rolling_bloom_options& o) {
-  return -std::expm1(std::log1p(-o.fpr) / static_cast<double>(o.generations));
-}
-
 // Bits of one generation: blocked_bloom_filter::bits_for(share, fpr_g), after checking the
 // options. Throws std::invalid_argument naming what is out of range.
 std::uint64_t generation_bits(const rolling_bloom_options& o) {
   checked(o);
   slice_of(o);
   try {
-    return blocked_bloom_filter::bits_for(share_of(o), generation_fpr_of(o));
+    return blocked_bloom_filter::bits_for(rolling_bloom::generation_capacity(o),
+                                          rolling_bloom::generation_fpr(o));
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(
         fmt::format("rolling_bloom: capacity {} at fpr {} over {} generations is too large ({})",
@@ -153,11 +144,21 @@ bool holds_avx2(const std::uint32_t* group, std::size_t g_count, std::size_t new
 
 }  // namespace
 
+std::uint64_t rolling_bloom::generation_capacity(const rolling_bloom_options& o) noexcept {
+  const std::uint64_t parts = o.generations - 1;
+  return o.capacity / parts + (o.capacity % parts != 0 ? 1 : 0);
+}
+
+// fpr_g = 1 − (1 − fpr)^{1/G}, via log1p/expm1 so that small rates keep their precision.
+double rolling_bloom::generation_fpr(const rolling_bloom_options& o) noexcept {
+  return -std::expm1(std::log1p(-o.fpr) / static_cast<double>(o.generations));
+}
+
 rolling_bloom::rolling_bloom(const rolling_bloom_options& options, simd_path path)
     : options_(checked(options)),
       slice_ms_(slice_of(options_)),
-      share_(share_of(options_)),
-      generation_fpr_(generation_fpr_of(options_)),
+      share_(generation_capacity(options_)),
+      generation_fpr_(generation_fpr(options_)),
       blocks_(generation_bits(options_) / blocked_bloom_filter::kBlockBits),
       words_(blocks_ * options_.generations * blocked_bloom_filter::kWordsPerBlock, 0U),
       bits_set_(options_.generations, 0),

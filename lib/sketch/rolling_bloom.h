@@ -188,6 +188,11 @@ class rolling_bloom {
   [[nodiscard]] std::uint64_t generation_capacity() const noexcept { return share_; }
   // fpr_g = 1 − (1 − fpr)^{1/G}, the rate each generation is sized for.
   [[nodiscard]] double generation_fpr() const noexcept { return generation_fpr_; }
+  // The same two from options alone (capacity, fpr and generations), for sizing without
+  // building: each generation takes blocked_bloom_filter::bits_for(c, fpr_g) bits.
+  [[nodiscard]] static std::uint64_t generation_capacity(
+      const rolling_bloom_options& options) noexcept;
+  [[nodiscard]] static double generation_fpr(const rolling_bloom_options& options) noexcept;
 
   // The whole state (options, every generation with its start time and count, the ring
   // position, the rotation counters) as one record of the library's binary format

@@ -27,6 +27,7 @@
 
 #include "sketch/blocked_bloom.h"
 #include "sketch/count_min.h"
+#include "sketch/rolling_bloom.h"
 #include "sketchd/kafka/client.h"
 
 namespace sketchd {
@@ -625,15 +626,22 @@ void check_count_min_size(checker& c, const mapping& m, const heavy_hitters_conf
 // The rolling Bloom filter of `d` (sketch::rolling_bloom) within the library's limits, and
 // its G generations at most blocked_bloom_filter::kMaxBits bits in all (the library takes
 // up to that much per generation; 2^40 bits, 128 GiB, is already more than a pipeline
-// should hold). As in rolling_bloom.h, each generation holds c = ⌈capacity / (G − 1)⌉
-// items at fpr_g = 1 − (1 − fpr)^(1/G), in blocked_bloom_filter::bits_for(c, fpr_g) bits.
+// should hold). Each generation holds c = rolling_bloom::generation_capacity items at
+// fpr_g = rolling_bloom::generation_fpr, in blocked_bloom_filter::bits_for(c, fpr_g) bits.
 void check_bloom_size(checker& c, const mapping& m, const dedup_config& d) {
   using sketch::blocked_bloom_filter;
+  using sketch::rolling_bloom;
   const std::uint64_t g = d.generations;
   const std::uint64_t parts = g - 1;
-  const std::uint64_t share = d.capacity / parts + (d.capacity % parts != 0 ? 1 : 0);
-  const auto generation_fpr = [g](double fpr) {
-    return -std::expm1(std::log1p(-fpr) / static_cast<double>(g));
+  sketch::rolling_bloom_options options;
+  options.capacity = d.capacity;
+  options.fpr = d.fpr;
+  options.generations = d.generations;
+  const std::uint64_t share = rolling_bloom::generation_capacity(options);
+  const auto generation_fpr = [&options](double fpr) {
+    sketch::rolling_bloom_options o = options;
+    o.fpr = fpr;
+    return rolling_bloom::generation_fpr(o);
   };
   const std::uint64_t max_bits = blocked_bloom_filter::kMaxBits / g /
                                  blocked_bloom_filter::kBlockBits *
