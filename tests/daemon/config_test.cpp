@@ -22,6 +22,7 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::EndsWith;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using ::testing::StartsWith;
 
 using env_map = std::map<std::string, std::string, std::less<>>;
@@ -624,6 +625,73 @@ TEST(ConfigErrors, PropertiesAreCheckedByLibrdkafkaWithoutShowingTheirValues) {
           "configuration property \"fetch.wait.max.ms\"",
           "test.yaml:6:24: kafka.properties[\"compression.codec\"]: Invalid value "
           "\"<redacted>\" for configuration property \"compression.codec\""));
+}
+
+// librdkafka's checks across properties, which it only makes when a client is created:
+// check-config makes them too, for the consumer and, when a pipeline writes to a topic, for
+// the idempotent producer, at the first property the reason names.
+TEST(ConfigErrors, PropertiesAreCheckedTogetherForEachClientSketchdCreates) {
+  const auto with_properties = [](std::string_view properties, std::string_view dedup) {
+    return load(std::string("kafka:\n"
+                            "  brokers: b\n"
+                            "  properties:\n") +
+                std::string(properties) +
+                "pipelines:\n"
+                "  - name: p\n"
+                "    topics: [t]\n"
+                "    item: { from: key }\n" +
+                std::string(dedup));
+  };
+  constexpr std::string_view kConsumeOnly = "    dedup: { capacity: 1000 }\n";
+  constexpr std::string_view kForwarding = "    dedup: { capacity: 1000, output_topic: out }\n";
+
+  EXPECT_THAT(
+      errors_of(with_properties("    session.timeout.ms: 6000\n"
+                                "    max.poll.interval.ms: 1000\n",
+                                kConsumeOnly)),
+      ElementsAre(
+          "test.yaml:5:5: kafka.properties[\"max.poll.interval.ms\"]: librdkafka refuses these "
+          "properties for the consumer: `max.poll.interval.ms`must be >= `session.timeout.ms`"));
+  EXPECT_THAT(
+      errors_of(with_properties("    fetch.max.bytes: 1000\n", kConsumeOnly)),
+      ElementsAre("test.yaml:4:5: kafka.properties[\"fetch.max.bytes\"]: librdkafka refuses these "
+                  "properties for the consumer: `fetch.max.bytes` must be >= `message.max.bytes`"));
+  // A reason that names no property given points at the section.
+  EXPECT_THAT(errors_of(with_properties(
+                  "    partition.assignment.strategy: range,cooperative-sticky\n", kConsumeOnly)),
+              ElementsAre(AllOf(
+                  StartsWith("test.yaml:3:3: kafka.properties: librdkafka refuses these properties "
+                             "for the consumer: All partition.assignment.strategy"),
+                  HasSubstr("same protocol type"))));
+
+  // acks only matters to the producer, which sketchd makes idempotent: only a pipeline that
+  // writes to a topic needs acks=all.
+  EXPECT_THAT(errors_of(with_properties("    acks: 1\n", kConsumeOnly)), IsEmpty());
+  EXPECT_THAT(
+      errors_of(with_properties("    acks: 1\n", kForwarding)),
+      ElementsAre(
+          "test.yaml:4:5: kafka.properties[\"acks\"]: librdkafka refuses these properties for "
+          "the producer, which is idempotent (forwarding loses and repeats nothing): `acks` must "
+          "be set to `all` when `enable.idempotence` is true"));
+  EXPECT_THAT(
+      errors_of(with_properties("    linger.ms: 2000\n"
+                                "    message.timeout.ms: 1000\n",
+                                kForwarding)),
+      ElementsAre(HasSubstr("kafka.properties[\"message.timeout.ms\"]: librdkafka refuses these "
+                            "properties for the producer")));
+
+  // Security settings read this machine's files when a client is created: left to `run`.
+  EXPECT_THAT(errors_of(with_properties("    security.protocol: ssl\n"
+                                        "    ssl.ca.location: /nonexistent/ca.pem\n",
+                                        kForwarding)),
+              IsEmpty());
+  // sketchd's own settings pass, alone and with common tuning.
+  EXPECT_THAT(errors_of(with_properties("    session.timeout.ms: 6000\n"
+                                        "    fetch.max.bytes: 104857600\n"
+                                        "    message.max.bytes: 10000000\n"
+                                        "    compression.type: zstd\n",
+                                        kForwarding)),
+              IsEmpty());
 }
 
 TEST(ConfigErrors, ItemSourcesNeedTheirParameters) {

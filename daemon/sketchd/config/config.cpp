@@ -29,6 +29,8 @@
 #include "sketch/count_min.h"
 #include "sketch/rolling_bloom.h"
 #include "sketchd/kafka/client.h"
+#include "sketchd/kafka/sink.h"
+#include "sketchd/kafka/source.h"
 
 namespace sketchd {
 namespace {
@@ -705,7 +707,15 @@ void check_bloom_size(checker& c, const mapping& m, const dedup_config& d) {
 // ---------------------------------------------------------------------------------------
 // Sections.
 
-kafka_config read_kafka(checker& c, const field& f) {
+// Where kafka.properties and each of its entries are, for the checks of the properties as
+// a whole once the pipelines are known (check_kafka_properties).
+struct property_positions {
+  bool all_accepted = true;  // librdkafka accepted every property on its own
+  std::optional<field> section;
+  std::map<std::string, field, std::less<>> entries;
+};
+
+kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
   kafka_config k;
   const mapping m(c, f,
                   {"brokers", "embedded", "group_id", "properties", "batch_size", "poll_timeout"});
@@ -738,6 +748,7 @@ kafka_config read_kafka(checker& c, const field& f) {
     if (auto value = c.nonempty_text(*g)) k.group_id = std::move(*value);
   }
   if (const field* p = m.find("properties")) {
+    where.section = *p;
     const mapping pm(c, *p, {}, /*any_key=*/true);
     const std::unique_ptr<rd_kafka_conf_t, decltype(&rd_kafka_conf_destroy)> scratch(
         rd_kafka_conf_new(), &rd_kafka_conf_destroy);
@@ -774,12 +785,44 @@ kafka_config read_kafka(checker& c, const field& f) {
           c.error(value_field, kafka::redact(errstr.data(), {*value}));
           continue;
       }
+      where.entries.emplace(key, value_field);
       k.properties.emplace(key, std::move(*value));
     }
+    where.all_accepted = pm.valid() && where.entries.size() == pm.entries().size();
   }
   m.read("batch_size", k.batch_size, counts(c, 1, 100000));
   m.read("poll_timeout", k.poll_timeout, durations(c, milliseconds(1), std::chrono::minutes(1)));
   return k;
+}
+
+// librdkafka's checks of kafka.properties as a whole, on top of sketchd's own settings, for
+// the consumer and, when some pipeline writes to a topic, the producer: what would
+// otherwise only fail when `run` creates the clients. Reported at the first property the
+// reason names (librdkafka quotes names in backticks), else at kafka.properties.
+void check_kafka_properties(checker& c, const property_positions& where, const kafka_config& k,
+                            bool produces) {
+  if (!where.section || !where.all_accepted || k.properties.empty()) return;
+  const auto report = [&](std::string_view client, const std::string& reason) {
+    const std::string message =
+        fmt::format("librdkafka refuses these properties for {}: {}", client, reason);
+    for (std::size_t open = reason.find('`'); open != std::string::npos;) {
+      const std::size_t close = reason.find('`', open + 1);
+      if (close == std::string::npos) break;
+      const auto named =
+          where.entries.find(std::string_view(reason).substr(open + 1, close - open - 1));
+      if (named != where.entries.end()) {
+        c.error(named->second.key_mark, fmt::format("{}: {}", named->second.path, message));
+        return;
+      }
+      open = reason.find('`', close + 1);
+    }
+    c.error(where.section->key_mark, fmt::format("{}: {}", where.section->path, message));
+  };
+  if (auto reason = kafka::consumer_refusal(k.properties)) report("the consumer", *reason);
+  if (!produces) return;
+  if (auto reason = kafka::producer_refusal(k.properties)) {
+    report("the producer, which is idempotent (forwarding loses and repeats nothing)", *reason);
+  }
 }
 
 http_config read_http(checker& c, const field& f) {
@@ -1020,8 +1063,9 @@ config read_config(checker& c, const YAML::Node& root) {
     return cfg;
   }
   const mapping m(c, self, {"kafka", "http", "state", "pipelines", "generator", "log"});
+  property_positions kafka_properties;
   if (const field* k = m.find("kafka")) {
-    cfg.kafka = read_kafka(c, *k);
+    cfg.kafka = read_kafka(c, *k, kafka_properties);
   } else {
     c.error(m.mark(), "missing required key \"kafka\"");
   }
@@ -1036,6 +1080,12 @@ config read_config(checker& c, const YAML::Node& root) {
   }
   if (const field* g = m.find("generator")) cfg.generator = read_generator(c, *g);
   if (const field* l = m.find("log")) cfg.log = read_log(c, *l);
+  const bool produces =
+      std::any_of(cfg.pipelines.begin(), cfg.pipelines.end(), [](const pipeline_config& p) {
+        return (p.dedup && (p.dedup->output_topic || p.dedup->duplicates_topic)) ||
+               (p.heavy_hitters && p.heavy_hitters->alerts_topic);
+      });
+  check_kafka_properties(c, kafka_properties, cfg.kafka, produces);
   return cfg;
 }
 

@@ -63,6 +63,17 @@ void client_config::set(std::string_view name, std::string_view value) {
   }
 }
 
+void client_config::set_own(std::string_view name, std::string_view value) {
+  const std::string name_z(name);
+  const std::string value_z(value);
+  std::array<char, 512> errstr{};
+  if (rd_kafka_conf_set(conf_.get(), name_z.c_str(), value_z.c_str(), errstr.data(),
+                        errstr.size()) != RD_KAFKA_CONF_OK) {
+    throw kafka_error(fmt::format("set Kafka property \"{}\"", name), error_code::invalid_arg, {},
+                      trim_right(errstr.data()));
+  }
+}
+
 handle_ptr client_config::create(rd_kafka_type_t type) && {
   std::array<char, 512> errstr{};
   handle_ptr handle(rd_kafka_new(type, conf_.get(), errstr.data(), errstr.size()));
@@ -72,6 +83,30 @@ handle_ptr client_config::create(rd_kafka_type_t type) && {
   }
   static_cast<void>(conf_.release());  // rd_kafka_new() owns it now
   return handle;
+}
+
+std::optional<std::string> client_config::refusal(rd_kafka_type_t type) && {
+  rd_kafka_conf_set_log_cb(conf_.get(), [](const rd_kafka_t*, int, const char*, const char*) {});
+  std::array<char, 512> errstr{};
+  rd_kafka_t* handle = rd_kafka_new(type, conf_.get(), errstr.data(), errstr.size());
+  if (handle == nullptr) return redact(trim_right(errstr.data()), values_);
+  static_cast<void>(conf_.release());  // rd_kafka_new() owns it now
+  // A consumer that never subscribed has nothing to close.
+  rd_kafka_destroy_flags(handle, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+  return std::nullopt;
+}
+
+property_map without_security(const property_map& properties) {
+  property_map out;
+  for (const auto& [name, value] : properties) {
+    const std::string_view n(name);
+    if (n == "security.protocol" || n.starts_with("ssl.") || n.starts_with("ssl_") ||
+        n.starts_with("sasl.") || n.starts_with("enable.ssl.") || n.starts_with("enable.sasl.")) {
+      continue;
+    }
+    out.emplace(name, value);
+  }
+  return out;
 }
 
 void throw_if_error(rd_kafka_resp_err_t err, std::string_view operation, error_context context) {

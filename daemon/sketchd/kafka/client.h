@@ -12,15 +12,16 @@
 // and to stderr otherwise.
 #pragma once
 
-#include "sketchd/kafka/error.h"
-
 #include <librdkafka/rdkafka.h>
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "sketchd/kafka/error.h"
 
 namespace sketchd::kafka {
 
@@ -68,6 +69,9 @@ class client_config {
   // Sets one property. Throws kafka_error (code invalid_arg) naming the property when
   // librdkafka does not know it or rejects the value; the value is not in the message.
   void set(std::string_view name, std::string_view value);
+  // The same for one of sketchd's own settings: its value is no secret and is not removed
+  // from messages (an "is true" in librdkafka's reason stays readable).
+  void set_own(std::string_view name, std::string_view value);
 
   // The configuration, to install callbacks (rd_kafka_conf_set_dr_msg_cb, …) or an opaque.
   // Valid until create() is called.
@@ -78,10 +82,23 @@ class client_config {
   // removed from it.
   [[nodiscard]] handle_ptr create(rd_kafka_type_t type) &&;
 
+  // Why librdkafka refuses to create a client of `type` with this configuration as a whole
+  // (its checks across properties, such as `acks` against `enable.idempotence`), property
+  // values removed from the reason; or nothing when it accepts it. Creates the client with
+  // its log lines dropped and destroys it at once: call it on a configuration without
+  // bootstrap.servers, so that it connects nowhere. This object is spent.
+  [[nodiscard]] std::optional<std::string> refusal(rd_kafka_type_t type) &&;
+
  private:
   conf_ptr conf_;
   std::vector<std::string> values_;  // every value set so far: hidden from messages
 };
+
+// `properties` without the security settings (security.protocol, ssl.*, sasl.*): those
+// read this machine's files (certificates, keytabs) or call servers (OAUTHBEARER/OIDC
+// token endpoints, kinit) when a client is created, which a check of the configuration
+// must not depend on or do.
+[[nodiscard]] property_map without_security(const property_map& properties);
 
 // The daemon's error code for librdkafka's: the same number.
 [[nodiscard]] constexpr error_code to_error_code(rd_kafka_resp_err_t err) noexcept {

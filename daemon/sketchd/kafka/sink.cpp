@@ -73,17 +73,40 @@ struct sink::callbacks {
   }
 };
 
-sink::sink(const sink_options& options, delivery_function on_delivery)
-    : options_(options), on_delivery_(std::move(on_delivery)), producer_(nullptr, [](rd_kafka_s*) {}) {
-  static_assert(sizeof(std::uintptr_t) >= sizeof(std::uint64_t), "opaques are 64-bit");
+namespace {
+
+// sketchd's producer configuration without bootstrap.servers and callbacks.
+client_config producer_config(const property_map& properties) {
   client_config conf;
   // Our defaults first, so that the user's properties override any of them...
-  conf.set("partitioner", "murmur2_random");
-  conf.set("linger.ms", "5");
-  for (const auto& [k, v] : producer_properties(options_.properties)) conf.set(k, v);
+  conf.set_own("partitioner", "murmur2_random");
+  conf.set_own("linger.ms", "5");
+  // By default a Kafka broker accepts record batches of up to 1,048,588 bytes (its
+  // message.max.bytes), but librdkafka's producer only messages of up to 1,000,000, so a
+  // message the input topic holds could not be forwarded. With the broker's limit, whatever
+  // a default broker accepts goes (a message larger than batch.size in a batch of its own).
+  // Topics with larger messages need the property raised; the output broker's own limit
+  // still applies, and a message it refuses stops consumption with the reason, never dropped.
+  conf.set_own("message.max.bytes", "1048588");
+  for (const auto& [k, v] : producer_properties(properties)) conf.set(k, v);
   // ...except what lossless, in-order forwarding depends on.
+  conf.set_own("enable.idempotence", "true");
+  return conf;
+}
+
+}  // namespace
+
+std::optional<std::string> producer_refusal(const property_map& properties) {
+  return producer_config(without_security(properties)).refusal(RD_KAFKA_PRODUCER);
+}
+
+sink::sink(const sink_options& options, delivery_function on_delivery)
+    : options_(options),
+      on_delivery_(std::move(on_delivery)),
+      producer_(nullptr, [](rd_kafka_s*) {}) {
+  static_assert(sizeof(std::uintptr_t) >= sizeof(std::uint64_t), "opaques are 64-bit");
+  client_config conf = producer_config(options_.properties);
   conf.set("bootstrap.servers", options_.bootstrap_servers);
-  conf.set("enable.idempotence", "true");
   rd_kafka_conf_set_dr_msg_cb(conf.get(), &callbacks::delivery);
   rd_kafka_conf_set_error_cb(conf.get(), &callbacks::error);
   rd_kafka_conf_set_opaque(conf.get(), this);

@@ -91,6 +91,15 @@ class sink {
   std::optional<std::string> fatal_;
 };
 
+// Why librdkafka would refuse to create sketchd's producer with the user's `properties`
+// (kafka.properties) as a whole, on top of sketchd's own settings: its checks across
+// properties, such as `acks` against the idempotence sketchd needs. Nothing when it would
+// accept them. The security settings are left out (see without_security() in
+// kafka/client.h): they are checked when the producer starts. Connects nowhere; property
+// values are removed from the reason.
+[[nodiscard]] std::optional<std::string> producer_refusal(
+    const std::map<std::string, std::string>& properties);
+
 // The user's properties minus those only a consumer understands (librdkafka warns about
 // each on a producer); security and connection settings stay.
 [[nodiscard]] std::map<std::string, std::string> producer_properties(const std::map<std::string, std::string>& all);

@@ -170,27 +170,43 @@ struct source::callbacks {
   }
 };
 
-source::source(const source_options& options)
-    : options_(options), consumer_(nullptr, [](rd_kafka_s*) {}) {
+namespace {
+
+// sketchd's consumer configuration without bootstrap.servers, group.id and callbacks.
+client_config consumer_config(const property_map& properties) {
   client_config conf;
   // Our defaults first, so that the user's properties override any of them...
-  conf.set("partition.assignment.strategy", "cooperative-sticky");
-  conf.set("statistics.interval.ms", "5000");
-  conf.set("fetch.wait.max.ms", "100");
+  conf.set_own("partition.assignment.strategy", "cooperative-sticky");
+  conf.set_own("statistics.interval.ms", "5000");
+  conf.set_own("fetch.wait.max.ms", "100");
   // librdkafka before 2.1 (Debian 12 ships 2.0.2) stops fetching for a whole second
   // (no fetch.queue.backoff.ms yet) whenever the consumer queue holds queued.min.messages
   // messages — and with every partition forwarded to one queue, that count is the whole
   // queue's. At the default of 100,000 a consumer catching up on a backlog faster than
   // 100,000 messages per second idles most of every second. 1,000,000 keeps it fetching;
   // the queue stays bounded by queued.max.messages.kbytes (64 MiB by default).
-  conf.set("queued.min.messages", "1000000");
-  conf.set("auto.offset.reset", "earliest");
-  for (const auto& [k, v] : consumer_properties(options_.properties)) conf.set(k, v);
+  conf.set_own("queued.min.messages", "1000000");
+  conf.set_own("auto.offset.reset", "earliest");
+  for (const auto& [k, v] : consumer_properties(properties)) conf.set(k, v);
   // ...except what at-least-once delivery depends on.
+  conf.set_own("enable.auto.offset.store", "false");
+  conf.set_own("enable.partition.eof", "false");
+  return conf;
+}
+
+}  // namespace
+
+std::optional<std::string> consumer_refusal(const property_map& properties) {
+  client_config conf = consumer_config(without_security(properties));
+  conf.set_own("group.id", "sketchd-check-config");
+  return std::move(conf).refusal(RD_KAFKA_CONSUMER);
+}
+
+source::source(const source_options& options)
+    : options_(options), consumer_(nullptr, [](rd_kafka_s*) {}) {
+  client_config conf = consumer_config(options_.properties);
   conf.set("bootstrap.servers", options_.bootstrap_servers);
   conf.set("group.id", options_.group_id);
-  conf.set("enable.auto.offset.store", "false");
-  conf.set("enable.partition.eof", "false");
   rd_kafka_conf_set_rebalance_cb(conf.get(), &callbacks::rebalance);
   rd_kafka_conf_set_error_cb(conf.get(), &callbacks::error);
   rd_kafka_conf_set_stats_cb(conf.get(), &callbacks::stats);

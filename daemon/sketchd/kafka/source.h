@@ -70,6 +70,15 @@ struct source_options {
   static constexpr std::size_t kDefaultBatchBytes = std::size_t{4} << 20;
 };
 
+// Why librdkafka would refuse to create sketchd's consumer with the user's `properties`
+// (kafka.properties) as a whole, on top of sketchd's own settings: its checks across
+// properties, such as fetch.max.bytes against message.max.bytes. Nothing when it would
+// accept them. The security settings are left out (see without_security() in
+// kafka/client.h): they are checked when the consumer starts. Connects nowhere; property
+// values are removed from the reason.
+[[nodiscard]] std::optional<std::string> consumer_refusal(
+    const std::map<std::string, std::string>& properties);
+
 // A partition of one of the source's topics.
 struct topic_partition {
   std::size_t topic_index = 0;  // into source_options::topics
