@@ -15,7 +15,7 @@
 #     /seen is true for produced items and false for one never produced;
 #   - the HTTP API: 404 with a JSON error for an unknown pipeline (or for /topk and
 #     /estimate of a pipeline without heavy_hitters), 400 without ?item=, 405 for a POST,
-#     PUT or DELETE, /healthz and /readyz 200, and `promtool check metrics` passes on the
+#     PUT, PATCH, DELETE or OPTIONS with or without a body, /healthz and /readyz 200, and `promtool check metrics` passes on the
 #     scrape.
 #
 # Usage: daemon_counts_test.sh PATH/TO/sketchd
@@ -279,14 +279,23 @@ for path in "api/v1/pipelines/overload/topk" "api/v1/pipelines/overload/estimate
   [[ $(json "$work/error.json" 'd["error"]') == *heavy_hitters* ]] \
     || fail "GET /$path: the error does not name the missing section: $(cat "$work/error.json")"
 done
-# Read-only: other methods are refused with 405 and the methods allowed.
-for method in POST PUT DELETE; do
-  status=$(curl -s --max-time 5 -X "$method" -d '{}' -D "$work/headers" -o "$work/error.json" -w '%{http_code}' \
-    "$http/api/v1/pipelines/$pipeline/topk")
-  if [[ $status != 405 ]] || ! grep -qi '^allow: GET' "$work/headers"; then
-    fail "$method /api/v1/pipelines/$pipeline/topk: HTTP $status, expected 405 with Allow: GET"
-  fi
+# Read-only: other methods are refused with 405 and the methods allowed, with a body or
+# without one (a bodiless POST has no Content-Length).
+for method in POST PUT PATCH DELETE OPTIONS; do
+  for body in '{}' ''; do
+    status=$(curl -s --max-time 5 -X "$method" ${body:+-d "$body"} -D "$work/headers" -o "$work/error.json" \
+      -w '%{http_code}' "$http/api/v1/pipelines/$pipeline/topk")
+    if [[ $status != 405 ]] || ! grep -qi '^allow: GET' "$work/headers"; then
+      fail "$method /api/v1/pipelines/$pipeline/topk ${body:+with}${body:-without} a body: HTTP $status," \
+        "expected 405 with Allow: GET"
+    fi
+  done
 done
+# A refused write followed by a GET from the same client: the GET is answered in full.
+curl -s --max-time 5 -X POST -d '{"item":"x"}' -o /dev/null "$http/api/v1/pipelines" \
+  --next -s --max-time 5 -o "$work/after-post.json" -w '%{http_code}' "$http/api/v1/pipelines" >"$work/after-post.status"
+[[ $(cat "$work/after-post.status") == 200 ]] && json "$work/after-post.json" 'd["pipelines"]' >/dev/null \
+  || fail "GET after a refused POST: HTTP $(cat "$work/after-post.status"): $(head -c 300 "$work/after-post.json")"
 api "api/v1/pipelines/$pipeline/estimate" "$work/error.json"
 [[ $api_status == 400 ]] || fail "GET /estimate without ?item=: HTTP $api_status, expected 400"
 json "$work/error.json" 'd["error"]' >/dev/null || fail "GET /estimate without ?item=: no JSON error"

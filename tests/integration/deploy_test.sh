@@ -8,11 +8,22 @@
 #                            bind-mounted file present, the Dockerfile present
 #   - sketchd check-config   config/compose.yaml, the configuration the compose file runs,
 #                            whose topics kafka-init creates and whose port Prometheus scrapes
+#   - deploy/Dockerfile      its build stage builds the targets whose files it strips and
+#                            copies into the image (a wrong target name fails only when the
+#                            image is built, which this test cannot do without an engine)
 #
-# Usage: deploy_test.sh PATH/TO/sketchd
+# Usage: deploy_test.sh PATH/TO/sketchd BUILD_DIR TARGET=FILE…  (every executable target of
+# the project with its file, under BUILD_DIR)
 set -euo pipefail
 
-sketchd=${1:?usage: $0 PATH/TO/sketchd}
+sketchd=${1:?usage: $0 PATH/TO/sketchd BUILD_DIR TARGET=FILE…}
+build_dir=${2:?usage: $0 PATH/TO/sketchd BUILD_DIR TARGET=FILE…}
+shift 2
+declare -A target_of  # a file's path relative to the build directory -> its target
+for pair in "$@"; do
+  file=${pair#*=}
+  target_of[${file#"$build_dir"/}]=${pair%%=*}
+done
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 
@@ -74,6 +85,17 @@ fi
 # The image's runtime stage runs as a non-root user and ships the compose configuration.
 grep -q '^USER sketchd' deploy/Dockerfile || fail "deploy/Dockerfile does not drop root"
 grep -q '^FROM debian:bookworm' deploy/Dockerfile || fail "deploy/Dockerfile is not based on Debian bookworm"
+
+# The build stage builds (`cmake --build build … --target A B`) every file it strips or the
+# runtime stage copies from build/.
+built=" $(sed -n 's/.*cmake --build build .*--target \([^\\&]*\).*/\1/p' deploy/Dockerfile | xargs) "
+[[ $built != "  " ]] || fail "deploy/Dockerfile builds no --target"
+while read -r file; do
+  target=${target_of[$file]:-}
+  [[ -n $target ]] || fail "deploy/Dockerfile uses build/$file, which no target of the project builds"
+  [[ -z $target || $built == *" $target "* ]] ||
+    fail "deploy/Dockerfile uses build/$file but builds only${built% }: add target $target"
+done < <(grep -o '/src/build/[^ ]*\|[ =]build/[a-z][^ ]*' deploy/Dockerfile | sed 's,.*build/,,' | sort -u)
 
 # --- config/compose.yaml ------------------------------------------------------------------
 check "sketchd check-config config/compose.yaml" \

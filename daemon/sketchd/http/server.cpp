@@ -119,15 +119,17 @@ void http_server::routes() {
           }
           res.set_content(*body + "\n", kJson);
         });
-  // Read-only: every other method is refused, on every path.
-  const auto read_only = [](const httplib::Request&, httplib::Response& res) {
+  // Read-only: every other method is refused, on every path, before any body is read (a
+  // POST without a body would otherwise be a 400 for its missing Content-Length). The
+  // connection closes, since an unread body cannot be told from the next request.
+  s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (req.method == "GET" || req.method == "HEAD")
+      return httplib::Server::HandlerResponse::Unhandled;
     res.set_header("Allow", "GET, HEAD");
+    res.set_header("Connection", "close");
     json_error(res, 405, "the API is read-only: GET (or HEAD) only");
-  };
-  s.Post(".*", read_only);
-  s.Put(".*", read_only);
-  s.Patch(".*", read_only);
-  s.Delete(".*", read_only);
+    return httplib::Server::HandlerResponse::Handled;
+  });
   s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) {
       res.set_content(fmt::format("{{\"error\":\"HTTP {}\"}}\n", res.status), kJson);
