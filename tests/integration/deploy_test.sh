@@ -9,8 +9,10 @@
 #   - sketchd check-config   config/compose.yaml, the configuration the compose file runs,
 #                            whose topics kafka-init creates and whose port Prometheus scrapes
 #   - deploy/Dockerfile      its build stage builds the targets whose files it strips and
-#                            copies into the image (a wrong target name fails only when the
-#                            image is built, which this test cannot do without an engine)
+#                            copies into the image, and its runtime stage installs the
+#                            Debian package of every shared library those files load (a
+#                            mistake there fails only when the image is built or run,
+#                            which this test cannot do without an engine)
 #
 # Usage: deploy_test.sh PATH/TO/sketchd BUILD_DIR TARGET=FILE…  (every executable target of
 # the project with its file, under BUILD_DIR)
@@ -96,6 +98,25 @@ while read -r file; do
   [[ -z $target || $built == *" $target "* ]] ||
     fail "deploy/Dockerfile uses build/$file but builds only${built% }: add target $target"
 done < <(grep -o '/src/build/[^ ]*\|[ =]build/[a-z][^ ]*' deploy/Dockerfile | sed 's,.*build/,,' | sort -u)
+
+# The runtime stage installs the package of each shared library the binaries load
+# directly (their own dependencies come with them); libc6, libgcc-s1 and libstdc++6 are
+# part of the base image.
+if command -v dpkg >/dev/null && command -v readelf >/dev/null && command -v ldconfig >/dev/null; then
+  installed=" libc6 libgcc-s1 libstdc++6 $(sed -n '/^FROM debian:bookworm-slim/,$p' deploy/Dockerfile |
+    sed -n '/apt-get install/,/rm -rf/p' | tr ' \\' '\n\n' | grep -E '^lib[a-z0-9.+-]+$' | xargs) "
+  for pair in "$@"; do
+    file=${pair#*=}
+    while read -r library; do
+      path=$(ldconfig -p | awk -v l="$library" '$1 == l { print $NF; exit }')
+      package=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null || dpkg -S "$path" 2>/dev/null || true)
+      package=${package%%:*}
+      [[ -n $package ]] || { fail "cannot tell which package holds $library (${file##*/} loads it)"; continue; }
+      [[ $installed == *" $package "* ]] ||
+        fail "${file##*/} loads $library from package $package, which deploy/Dockerfile's runtime stage does not install"
+    done < <(readelf -d "$file" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p')
+  done
+fi
 
 # --- config/compose.yaml ------------------------------------------------------------------
 check "sketchd check-config config/compose.yaml" \
