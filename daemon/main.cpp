@@ -84,8 +84,9 @@ int main(int argc, char** argv) {
   CLI::App* run = app.add_subcommand("run", "Run the daemon (the default with --config)");
   run->footer(
       "\nConsumes the pipelines' topics, serves /metrics, /healthz, /readyz and /api/v1/… on\n"
-      "http.listen, and runs until SIGINT or SIGTERM. An invalid configuration is reported\n"
-      "as with check-config, and the daemon does not start (exit status 1).");
+      "http.listen, and runs until SIGINT, SIGTERM or SIGHUP, each a clean stop (there is no\n"
+      "reload). An invalid configuration is reported as with check-config, and the daemon does\n"
+      "not start (exit status 1).");
   std::string run_config_path;
   run->add_option("-c,--config", run_config_path, "The YAML configuration (required)")
       ->type_name("FILE");

@@ -11,7 +11,7 @@
 // delivery reports; the source reads the next batch on a poller thread of its own while
 // this one processes (and runs the rebalance hooks here, between batches); librdkafka
 // and the HTTP server run their own threads. Signals only set
-// a flag that the loop reads; on SIGINT or SIGTERM the loop finishes its batch, waits for
+// a flag that the loop reads; on SIGINT, SIGTERM or SIGHUP the loop finishes its batch, waits for
 // the outputs to be delivered, writes a snapshot, commits the offsets, and returns 0.
 //
 // Order at shutdown matters for what a restart sees (docs/SEMANTICS.md): the snapshot is
@@ -391,7 +391,15 @@ int run(const config& cfg) {
   }
 
   ready.set(false, "shutting down");
-  if (stop_signal.load()) log->info("received signal {}, shutting down", stop_signal.load());
+  if (stop_signal.load() == SIGHUP) {
+    log->warn(
+        "received signal {} (SIGHUP): sketchd does not reload its configuration; shutting down "
+        "cleanly "
+        "(start it again to apply a new one)",
+        SIGHUP);
+  } else if (stop_signal.load()) {
+    log->info("received signal {}, shutting down", stop_signal.load());
+  }
   if (gen) gen->stop();
   if (status == 0) {
     if (store && !proc.failed()) {
@@ -418,6 +426,9 @@ int run_command(const std::string& config_path) {
   // First, so that a stop requested while the configuration loads is a clean stop too.
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
+  // A hang-up (the terminal closed, or an operator expecting a reload) stops cleanly
+  // instead of killing the process between two commits.
+  std::signal(SIGHUP, on_stop_signal);
   std::signal(SIGPIPE, SIG_IGN);
   const load_result loaded = load_config_file(config_path);
   for (const config_error& e : loaded.errors) fmt::print(stderr, "{}\n", e.to_string());

@@ -110,10 +110,10 @@ now_us() { echo "${EPOCHREALTIME/./}"; }
 # exit. Sets $stop_status to the exit status and $stop_ms to the time it took in ms;
 # returns 1 (after SIGKILL) when the process did not exit in time.
 stop_process() {
-  local pid=$1 limit=${2:-5}
+  local pid=$1 limit=${2:-5} signal=${3:-TERM}
   local start
   start=$(now_us)
-  kill -TERM "$pid" 2>/dev/null || true
+  kill -"$signal" "$pid" 2>/dev/null || true
   while kill -0 "$pid" 2>/dev/null; do
     if (($(now_us) - start > limit * 1000000)); then
       kill -KILL "$pid" 2>/dev/null || true
