@@ -40,6 +40,7 @@ processor::processor(const config& cfg, std::vector<pipeline*> pipelines, std::v
   inputs_.resize(pipelines_.size());
   verdicts_.resize(pipelines_.size());
   cursors_.assign(pipelines_.size(), 0);
+  heavy_events_.resize(pipelines_.size());
   for (std::size_t i = 0; i < pipelines_.size(); ++i) {
     inputs_[i].reserve(cfg.kafka.batch_size);
     verdicts_[i].reserve(cfg.kafka.batch_size);
@@ -102,6 +103,11 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
     pipelines_[i]->process(inputs_[i], wall_ms, verdicts_[i]);
     cursors_[i] = 0;
   }
+  // The pipelines publish and release their state before anything is forwarded: forwarding
+  // can wait on the producer's full queue for as long as the output brokers are down, and
+  // /metrics and the API must not wait with it.
+  for (std::size_t i = 0; i < pipelines_.size(); ++i)
+    heavy_events_[i] = pipelines_[i]->end_batch(wall_ms);
   for (const kafka::record& r : batch) {
     const auto& targets = topic_routes_[r.topic_index];
     std::uint32_t outputs = 0;
@@ -135,7 +141,7 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
   // Delivery reports that have arrived are counted before the pipelines publish.
   if (sink_) sink_->poll();
   for (std::size_t i = 0; i < pipelines_.size(); ++i) {
-    for (const sketch::heavy_event& e : pipelines_[i]->end_batch(wall_ms)) {
+    for (const sketch::heavy_event& e : heavy_events_[i]) {
       const auto& hh = *pipelines_[i]->config().heavy_hitters;
       logger("pipeline")
           ->info("{}: {} {} the heavy set: estimate {} of {} items ({:.2f}%, threshold {:.2f}%)",
@@ -312,7 +318,6 @@ void processor::warn_extract_failures(std::int64_t wall_ms) {
 void processor::publish(bool end_of_batch) {
   std::lock_guard lock(mutex_);
   published_ = local_;
-  queue_ = sink_ ? sink_->in_flight() : 0;
   // Only once the pipelines have published their counters too (end_batch), so that a
   // scrape never shows consumption stopped without the failures that stopped it.
   if (end_of_batch) stopped_ = failed();
@@ -343,9 +348,12 @@ void processor::collect(std::vector<metrics::metric_family>& out) const {
     out.push_back(std::move(sent));
     out.push_back(std::move(failed_alerts));
   }
+  // Read now, not at the end of a batch: a batch waiting on the producer's full queue
+  // (the output brokers down) is exactly when this figure matters.
   out.push_back({"sketchd_producer_queue_messages",
-                 "Events produced to output topics and not yet acknowledged by the brokers.", metric_type::gauge,
-                 {{{}, static_cast<double>(queue_)}}});
+                 "Events produced to output topics and not yet acknowledged by the brokers.",
+                 metric_type::gauge,
+                 {{{}, static_cast<double>(sink_ ? sink_->in_flight() : 0)}}});
   out.push_back({"sketchd_consumption_stopped",
                  "1 when consumption stopped after a final forwarding failure (see /readyz and the log); 0 otherwise.",
                  metric_type::gauge, {{{}, stopped_ ? 1.0 : 0.0}}});

@@ -128,15 +128,15 @@ class processor {
   std::vector<std::vector<pipeline_input>> inputs_;
   std::vector<std::vector<verdict>> verdicts_;
   std::vector<std::size_t> cursors_;
+  std::vector<std::vector<sketch::heavy_event>> heavy_events_;  // of the batch, by pipeline
 
   std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> positions_;  // assigned partitions
   std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> restored_;
   std::string failure_;
 
   loop_counters local_;
-  mutable std::mutex mutex_;  // guards published_ and the gauges below
+  mutable std::mutex mutex_;  // guards published_ and stopped_
   loop_counters published_;
-  std::size_t queue_ = 0;
   bool stopped_ = false;
 
   // Extract failures: warned at most once per kWarningIntervalMs per pipeline, with the

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <stdexcept>
@@ -57,6 +58,12 @@ void http_server::routes() {
   s.set_write_timeout(std::chrono::seconds(5));
   // Every worker of httplib's pool may take a pipeline lock for one batch at most.
   s.new_task_queue = [] { return new httplib::ThreadPool(4); };  // owned by httplib
+  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second
+  // sketchd on the same address starts and the kernel splits the scrapes between the two.
+  s.set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
 
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(registry_.scrape(), "text/plain; version=0.0.4; charset=utf-8");

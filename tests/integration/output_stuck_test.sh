@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The HTTP side stays answerable while forwarding is stuck, and one address serves one
+# sketchd. A 2-broker mock cluster: the input topic led by broker 1, the output topic by
+# broker 2, which is down when sketchd starts; the producer's queue holds 100 messages
+# (queue.buffering.max.messages), so sketchd soon waits on it, as it does when an output
+# cluster is down for long. Checks:
+#   - while it waits (sketchd_producer_queue_messages at the queue's bound), /metrics,
+#     /api/v1/pipelines, /healthz and /readyz each answer 200 within 3 s, 8 times over
+#     (they used to hang: the pipelines' state stayed locked while forwarding waited, and
+#     four hung requests took every HTTP worker, /healthz included);
+#   - a second sketchd given the same http.listen exits 1 with "cannot listen" and joins
+#     no group (httplib's SO_REUSEPORT let it start and share the port);
+#   - once broker 2 is back, every first-seen event is forwarded: nothing lost.
+#
+# Usage: output_stuck_test.sh PATH/TO/sketchd
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+itest_init "$@"
+
+events=3000
+MOCK_CONTROL=1 MOCK_BROKERS=2 start_mock_kafka events:2 unique:2
+for p in 0 1; do
+  mock_control "leader events $p 1"
+  mock_control "leader unique $p 2"
+done
+for i in $(seq "$events"); do printf 'k%d|{"user":{"id":"k%d"}}\n' "$i" "$i"; done >"$work/events"
+produce events -K'|' <"$work/events"
+log "produced $events events over $events distinct items"
+mock_control "down 2"
+
+port=$(free_port)
+cat >"$work/sketchd.yaml" <<EOF
+kafka:
+  brokers: "$bootstrap"
+  group_id: itest-stuck
+  properties: { session.timeout.ms: 6000, queue.buffering.max.messages: 100 }
+http:
+  listen: "127.0.0.1:$port"
+pipelines:
+  - name: orders
+    topics: [events]
+    item: { from: json, path: /user/id }
+    clock: wall
+    dedup: { window: 1h, capacity: 10000, fpr: 0.001, output_topic: unique }
+log: { level: info, summary_interval: 0 }
+EOF
+start_daemon "$work/sketchd.yaml"
+wait_metric 'sketchd_producer_queue_messages' -ge 100 30
+log "forwarding waits on the full producer queue"
+
+for round in $(seq 8); do
+  for path in metrics api/v1/pipelines healthz readyz; do
+    status=$(curl -s --max-time 3 -o "$work/answer" -w '%{http_code}' "$http/$path" || true)
+    [[ $status == 200 ]] || fail "round $round: GET /$path while forwarding waits: HTTP ${status:-none} (3 s limit)"
+  done
+  sleep 0.25
+done
+log "/metrics, /api/v1/pipelines, /healthz and /readyz answered 8 times while forwarding waited"
+
+# A second sketchd on the same address: refused, exit 1, before it joins a group.
+sed 's/group_id: itest-stuck/group_id: itest-second/' "$work/sketchd.yaml" >"$work/second.yaml"
+status=0
+timeout 30 "$sketchd" run --config "$work/second.yaml" >"$work/second.out" 2>"$work/second.err" || status=$?
+[[ $status == 1 ]] || fail "a second sketchd on 127.0.0.1:$port exited with $status, expected 1"
+check_log "$work/second.err" "cannot listen on 127\.0\.0\.1:$port"
+if grep -q 'assigned [0-9]* partition' "$work/second.err"; then fail "the second sketchd joined its group"; fi
+log "a second sketchd on the same address exits 1: $(grep -m1 'cannot listen' "$work/second.err" | cut -c1-160)"
+
+mock_control "up 2"
+wait_metric 'sketchd_dedup_forwarded_total{pipeline="orders"}' -ge "$events" 90
+scrape
+first_seen=$(require_value "$work/metrics.txt" 'sketchd_dedup_first_seen_total{pipeline="orders"}')
+forwarded=$(require_value "$work/metrics.txt" 'sketchd_dedup_forwarded_total{pipeline="orders"}')
+[[ $forwarded == "$first_seen" ]] || fail "forwarded $forwarded of $first_seen first-seen events"
+log "broker 2 back: $forwarded of $first_seen first-seen events forwarded"
+
+stop_process "$daemon_pid" 10 || fail "sketchd did not stop within 10 s of SIGTERM"
+[[ $stop_status -eq 0 ]] || fail "sketchd exited with status $stop_status after SIGTERM"
+log "PASS"
