@@ -62,6 +62,55 @@ bool find_header(const void* context, std::string_view name, std::string_view* o
 
 }  // namespace
 
+namespace {
+
+// Starts the partitions of `partitions` that have a restored position (a snapshot's) there,
+// unless the group has committed an offset past it: then another member processed the
+// partition after the snapshot was written (the group scaled out, or this instance was
+// stopped for a while), and starting at the snapshot would process, and forward, those
+// messages a second time. Those partitions start at the committed offset instead.
+void start_at_restored_positions(rd_kafka_t* rk, rd_kafka_topic_partition_list_t* partitions,
+                                 const std::vector<std::optional<std::int64_t>>& starts) {
+  const topic_partition_list_ptr committed(rd_kafka_topic_partition_list_new(partitions->cnt));
+  for (int i = 0; i < partitions->cnt; ++i) {
+    if (starts[static_cast<std::size_t>(i)]) {
+      rd_kafka_topic_partition_list_add(committed.get(), partitions->elems[i].topic,
+                                        partitions->elems[i].partition);
+    }
+  }
+  if (committed->cnt == 0) return;
+  constexpr int kCommittedWaitMs = 10000;
+  const rd_kafka_resp_err_t err = rd_kafka_committed(rk, committed.get(), kCommittedWaitMs);
+  if (err) {
+    log()->warn(
+        "cannot read the group's committed offsets ({}): the restored partitions start at the "
+        "snapshot's "
+        "positions, and what the group processed after the snapshot is processed again",
+        rd_kafka_err2str(err));
+  }
+  for (int i = 0; i < partitions->cnt; ++i) {
+    const auto& start = starts[static_cast<std::size_t>(i)];
+    if (!start) continue;
+    auto& tp = partitions->elems[i];
+    const rd_kafka_topic_partition_t* group =
+        err ? nullptr : rd_kafka_topic_partition_list_find(committed.get(), tp.topic, tp.partition);
+    if (group && group->err == RD_KAFKA_RESP_ERR_NO_ERROR && group->offset > *start) {
+      tp.offset = group->offset;
+      log()->warn(
+          "partition {} [{}] starts at the group's committed offset {}, past the snapshot's {}: "
+          "another "
+          "member processed the messages between (their items are not in this instance's windows)",
+          tp.topic, tp.partition, group->offset, *start);
+    } else {
+      tp.offset = *start;
+      log()->info("partition {} [{}] starts at offset {} (restored state)", tp.topic, tp.partition,
+                  *start);
+    }
+  }
+}
+
+}  // namespace
+
 struct source::callbacks {
   static void rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* partitions,
                         void* opaque) {
@@ -96,13 +145,7 @@ struct source::callbacks {
     } else {
       self->assigned_once_ = true;
       self->run_on_owner(request);
-      for (int i = 0; i < partitions->cnt; ++i) {
-        if (const auto start = request.starts[static_cast<std::size_t>(i)]) {
-          partitions->elems[i].offset = *start;
-          log()->info("partition {} [{}] starts at offset {} (restored state)", partitions->elems[i].topic,
-                      partitions->elems[i].partition, *start);
-        }
-      }
+      start_at_restored_positions(rk, partitions, request.starts);
     }
     if (cooperative) {
       rd_kafka_error_t* e = assign ? rd_kafka_incremental_assign(rk, partitions)
