@@ -156,6 +156,9 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
     }
   }
   warn_extract_failures(wall_ms);
+  // The forwarding results of the batch, before the processor's own: a scrape never shows
+  // consumption stopped without the failures that stopped it.
+  for (const auto& p : pipelines_) p->publish_counters();
   publish(true);
 }
 
@@ -318,7 +321,7 @@ void processor::warn_extract_failures(std::int64_t wall_ms) {
 void processor::publish(bool end_of_batch) {
   std::lock_guard lock(mutex_);
   published_ = local_;
-  // Only once the pipelines have published their counters too (end_batch), so that a
+  // Only once the pipelines have published their counters too (publish_counters), so that a
   // scrape never shows consumption stopped without the failures that stopped it.
   if (end_of_batch) stopped_ = failed();
 }

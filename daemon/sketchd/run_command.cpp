@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -276,10 +277,16 @@ int run(const config& cfg) {
   source.on_revoke([&](std::span<const kafka::topic_partition> revoked) {
     // Deliver what is in flight, so that the offsets of the revoked partitions can be
     // stored and committed before another member takes them over.
+    // When stopping, the final snapshot has already waited for them (10 s): a short
+    // last try, so that a stop with the output brokers down stays bounded.
+    const std::chrono::seconds wait(stop_requested.load() ? 2 : 10);
     std::vector<kafka::partition_offset> offsets;
-    if (!proc.flush(std::chrono::seconds(10), offsets)) {
-      log->warn("rebalance: outputs still undelivered after 10 s; the new owner of the revoked partitions "
-                "will read their unacknowledged messages again");
+    if (!proc.flush(wait, offsets)) {
+      log->warn(
+          "rebalance: outputs still undelivered after {} s; the new owner of the revoked "
+          "partitions "
+          "will read their unacknowledged messages again",
+          wait.count());
     }
     source.store_offsets(offsets);
     proc.revoked(revoked);
@@ -297,12 +304,26 @@ int run(const config& cfg) {
   for (const auto& [k, v] : cfg.kafka.properties) log->debug("kafka property {} = {}", k, redact_property(k, v));
 
   // Delivers everything in flight, then writes the pipelines' state with the positions it
-  // reflects. Skipped (and counted as a failure) when some output is not delivered.
-  const auto take_snapshot = [&](std::chrono::milliseconds wait) {
+  // reflects. Skipped (and counted as a failure) when some output is not delivered. A
+  // periodic snapshot (`stoppable`) stops waiting as soon as a stop is requested: the
+  // final one follows.
+  const auto take_snapshot = [&](std::chrono::milliseconds wait, bool stoppable) {
     const auto start = std::chrono::steady_clock::now();
-    std::vector<kafka::partition_offset> offsets;
-    const bool delivered = proc.flush(wait, offsets);
-    source.store_offsets(offsets);
+    const auto deadline = start + wait;
+    bool delivered = false;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      std::vector<kafka::partition_offset> offsets;
+      delivered = proc.flush(
+          std::clamp(left, std::chrono::milliseconds(0), std::chrono::milliseconds(200)), offsets);
+      source.store_offsets(offsets);
+      if (delivered || std::chrono::steady_clock::now() >= deadline) break;
+      if (stoppable && stop_requested.load()) {
+        log->info("periodic snapshot abandoned: stopping (the final snapshot follows)");
+        return;
+      }
+    }
     const auto fail = [&](const std::string& why) {
       log->error("snapshot not written: {}", why);
       std::lock_guard lock(snapshots.mutex);
@@ -314,7 +335,8 @@ int run(const config& cfg) {
     }
     state::snapshot snap;
     snap.created_ms = wall_ms();
-    for (const auto& o : proc.positions()) snap.offsets.push_back({so.topics[o.topic_index], o.partition, o.next_offset});
+    for (const auto& o : proc.positions())
+      snap.offsets.push_back({so.topics[o.topic_index], o.partition, o.next_offset});
     for (const auto& p : pipelines) snap.pipelines.emplace_back(p->name(), p->save_state());
     try {
       const auto written = store->write(snap);
@@ -376,7 +398,7 @@ int run(const config& cfg) {
 
     const auto t = std::chrono::steady_clock::now();
     if (store && !proc.failed() && t - last_snapshot >= cfg.state.snapshot_interval) {
-      take_snapshot(std::chrono::seconds(30));
+      take_snapshot(std::chrono::seconds(30), /*stoppable=*/true);
       last_snapshot = std::chrono::steady_clock::now();
     }
     if (cfg.log.summary_interval.count() > 0 && t - last_summary >= cfg.log.summary_interval) {
@@ -403,7 +425,7 @@ int run(const config& cfg) {
   if (gen) gen->stop();
   if (status == 0) {
     if (store && !proc.failed()) {
-      take_snapshot(std::chrono::seconds(10));
+      take_snapshot(std::chrono::seconds(10), /*stoppable=*/false);
     } else {
       to_store.clear();
       if (!proc.flush(std::chrono::seconds(10), to_store)) {

@@ -182,6 +182,11 @@ std::vector<sketch::heavy_event> pipeline::end_batch(std::int64_t wall_ms) {
   return events;
 }
 
+void pipeline::publish_counters() {
+  std::lock_guard lock(mutex_);
+  published_ = local_;
+}
+
 pipeline_counters pipeline::counters() const {
   std::lock_guard lock(mutex_);
   return published_;

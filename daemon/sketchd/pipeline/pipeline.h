@@ -90,6 +90,9 @@ class pipeline {
   // Forwarding results reported by the sink (may come from the processing thread only).
   void add_forwarded(std::uint64_t n) noexcept { local_.forwarded += n; }
   void add_forward_failures(std::uint64_t n) noexcept { local_.forward_failures += n; }
+  // Publishes the counters (the forwarding results since end_batch()), taking the lock
+  // only for the copy.
+  void publish_counters();
   // Slides the windows to `wall_ms` when the pipeline's clock is the wall clock (or the
   // stream has been idle), re-estimates the top-k, publishes the counters, releases the
   // lock, and returns the heavy-hitter events of the batch.
