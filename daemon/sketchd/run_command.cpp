@@ -85,8 +85,9 @@ std::string summary_line(const pipeline_summary& s, double items_per_second) {
     }
   }
   if (s.has_dedup) {
-    line += fmt::format("; bloom fill {:.3f}, estimated FPR {:.2g} (target {:.2g})", s.fill, s.estimated_fpr,
-                        s.target_fpr);
+    // std::max: an empty filter's estimate is -0, printed "0".
+    line += fmt::format("; bloom fill {:.3f}, estimated FPR {:.2g} (target {:.2g})", s.fill,
+                        std::max(0.0, s.estimated_fpr), s.target_fpr);
   }
   return line;
 }
