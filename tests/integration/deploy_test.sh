@@ -108,7 +108,9 @@ if command -v dpkg >/dev/null && command -v readelf >/dev/null && command -v ldc
   for pair in "$@"; do
     file=${pair#*=}
     while read -r library; do
-      path=$(ldconfig -p | awk -v l="$library" '$1 == l { print $NF; exit }')
+      # awk reads to the end: an early exit would end ldconfig with SIGPIPE, which
+      # pipefail and set -e turn into a silent exit of this script.
+      path=$(ldconfig -p | awk -v l="$library" '$1 == l && !found { print $NF; found = 1 }')
       package=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null || dpkg -S "$path" 2>/dev/null || true)
       package=${package%%:*}
       [[ -n $package ]] || { fail "cannot tell which package holds $library (${file##*/} loads it)"; continue; }
