@@ -256,6 +256,16 @@ require_value() {
   echo "$v"
 }
 
+# expect_values FILE 'SERIES VALUE'…: each SERIES has exactly the sample VALUE in FILE.
+expect_values() {
+  local file=$1 expectation got
+  shift
+  for expectation in "$@"; do
+    got=$(require_value "$file" "${expectation% *}")
+    [[ $got == "${expectation##* }" ]] || fail "${expectation% *} is $got, expected ${expectation##* }"
+  done
+}
+
 # wait_metric SERIES OP TARGET SECONDS: scrapes until the sample's value satisfies the
 # numeric comparison OP (-eq, -ne, -ge, -gt, -le, -lt) with TARGET; fails after SECONDS.
 # Leaves the last scrape in $work/metrics.txt and the value in $metric.
