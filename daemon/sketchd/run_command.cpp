@@ -285,8 +285,7 @@ int run(const config& cfg) {
     if (!proc.flush(wait, offsets)) {
       log->warn(
           "rebalance: outputs still undelivered after {} s; the new owner of the revoked "
-          "partitions "
-          "will read their unacknowledged messages again",
+          "partitions will read their unacknowledged messages again",
           wait.count());
     }
     source.store_offsets(offsets);
