@@ -299,6 +299,19 @@ int run(const config& cfg) {
       f.samples.push_back({{{"topic", l.topic}, {"partition", std::to_string(l.partition)}}, static_cast<double>(l.lag)});
     }
     out.push_back(std::move(f));
+    metrics::metric_family up{"sketchd_kafka_brokers_up",
+                              "Brokers of the input cluster the consumer has an open connection to "
+                              "(0: Kafka unreachable).",
+                              metrics::metric_type::gauge,
+                              {}};
+    if (const std::optional<int> n = source.brokers_up())
+      up.samples.push_back({{}, static_cast<double>(*n)});
+    out.push_back(std::move(up));
+    out.push_back({"sketchd_kafka_consume_errors_total",
+                   "Errors the Kafka client reported in place of a message (topic, partition or "
+                   "transport), each skipped.",
+                   metrics::metric_type::counter,
+                   {{{}, static_cast<double>(source.consume_errors())}}});
   });
   log->info("consuming {} topic(s) as group {} from {}", so.topics.size(), so.group_id, bootstrap);
   for (const auto& [k, v] : cfg.kafka.properties) log->debug("kafka property {} = {}", k, redact_property(k, v));

@@ -61,6 +61,8 @@ METRICS = {
     "sketchd_bloom_window_seconds",
     "sketchd_bloom_rotations_total",
     "sketchd_kafka_consumer_lag_messages",
+    "sketchd_kafka_brokers_up",
+    "sketchd_kafka_consume_errors_total",
     "sketchd_producer_queue_messages",
     "sketchd_consumption_stopped",
     "sketchd_snapshot_last_success_timestamp_seconds",

@@ -185,13 +185,31 @@ struct source::callbacks {
     log()->warn("{}: {}", rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(err)), reason);
   }
 
-  // Statistics JSON: topics.<name>.partitions.<id>.consumer_lag (-1 when unknown).
+  // Statistics JSON: topics.<name>.partitions.<id>.consumer_lag (-1 when unknown), and
+  // brokers.<name>.state of the cluster's brokers: those with a node id (a bootstrap
+  // address becomes one once the metadata names it), except the group coordinator's
+  // "logical" entry, a second handle on one of them.
   static int stats(rd_kafka_t*, char* json, std::size_t json_len, void* opaque) {
     auto* self = static_cast<source*>(opaque);
     std::vector<partition_lag> lag;
     simdjson::dom::parser parser;
     simdjson::dom::element root;
     if (parser.parse(json, json_len).get(root) != simdjson::SUCCESS) return 0;
+    simdjson::dom::object brokers;
+    if (root["brokers"].get(brokers) == simdjson::SUCCESS) {
+      int up = 0;
+      for (auto [name, b] : brokers) {
+        std::int64_t nodeid = -1;
+        std::string_view origin;
+        std::string_view state;
+        if (b["nodeid"].get(nodeid) != simdjson::SUCCESS || nodeid < 0) continue;
+        if (b["source"].get(origin) == simdjson::SUCCESS &&
+            (origin == "logical" || origin == "internal"))
+          continue;
+        if (b["state"].get(state) == simdjson::SUCCESS && state == "UP") ++up;
+      }
+      self->brokers_up_ = up;
+    }
     simdjson::dom::object topics;
     if (root["topics"].get(topics) != simdjson::SUCCESS) return 0;
     for (auto [topic, t] : topics) {
@@ -335,7 +353,7 @@ void source::poll_loop() {
       timeout = 0;  // after the first message, only what is already there
       if (m->err) {
         if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-          ++message_errors_;
+          message_errors_.fetch_add(1, std::memory_order_relaxed);
           message_errors.warn("consume error{}: {}",
                               m->rkt ? fmt::format(" [topic {}, partition {}]",
                                                    rd_kafka_topic_name(m->rkt), m->partition)
@@ -571,6 +589,11 @@ void source::close() {
 std::vector<partition_lag> source::lag() const {
   std::lock_guard lock(mutex_);
   return lag_;
+}
+
+std::optional<int> source::brokers_up() const noexcept {
+  const int up = brokers_up_.load();
+  return up < 0 ? std::nullopt : std::optional<int>(up);
 }
 
 std::optional<std::string> source::fatal_error() const {

@@ -109,8 +109,9 @@ struct partition_lag {
   std::int64_t lag = 0;  // messages between the committed offset and the high watermark
 };
 
-// Not thread-safe, one owner (the processing thread), except lag(), assigned_partitions()
-// and fatal_error(), which any thread may call. The poller thread is internal.
+// Not thread-safe, one owner (the processing thread), except lag(), brokers_up(),
+// consume_errors(), assigned_partitions() and fatal_error(), which any thread may call. The poller
+// thread is internal.
 class source {
  public:
   // Creates the consumer and subscribes. Throws kafka_error for a bad property (named,
@@ -152,6 +153,14 @@ class source {
 
   // Consumer lag per assigned partition, from the statistics callback.
   [[nodiscard]] std::vector<partition_lag> lag() const;
+  // Brokers of the cluster the consumer has an open connection to, from the statistics
+  // callback; nullopt before the first statistics.
+  [[nodiscard]] std::optional<int> brokers_up() const noexcept;
+  // Errors librdkafka reported in place of a message (partition, topic or transport
+  // errors), each logged at a rate limit and skipped.
+  [[nodiscard]] std::uint64_t consume_errors() const noexcept {
+    return message_errors_.load(std::memory_order_relaxed);
+  }
   [[nodiscard]] std::size_t assigned_partitions() const noexcept { return assigned_.load(); }
   // Set when librdkafka reported a fatal error: the daemon must stop.
   [[nodiscard]] std::optional<std::string> fatal_error() const;
@@ -194,6 +203,7 @@ class source {
   std::atomic<std::size_t> assigned_{0};
   mutable std::mutex mutex_;  // guards lag_ and fatal_
   std::vector<partition_lag> lag_;
+  std::atomic<int> brokers_up_{-1};  // -1 until the first statistics
   std::optional<std::string> fatal_;
   bool closed_ = false;  // owner only
 
@@ -209,7 +219,7 @@ class source {
   bool poller_done_ = false;
   hook_request* pending_ = nullptr;
   std::vector<std::pair<const void*, std::size_t>> topic_cache_;  // rkt → topic index (poller)
-  std::uint64_t message_errors_ = 0;                              // poller
+  std::atomic<std::uint64_t> message_errors_{0};                  // written by the poller
   std::thread poller_;
 };
 
