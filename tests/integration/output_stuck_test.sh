@@ -11,7 +11,7 @@
 #   - a second sketchd given the same http.listen exits 1 with "cannot listen" and joins
 #     no group (httplib's SO_REUSEPORT let it start and share the port);
 #   - once broker 2 is back, every first-seen event is forwarded: nothing lost;
-#   - with broker 2 down again, SIGTERM stops sketchd within 25 s with status 0 (a periodic
+#   - with broker 2 down again, SIGTERM stops sketchd within 25 s (a periodic
 #     snapshot waiting for the outputs held a stop for 30 s more).
 #
 # Usage: output_stuck_test.sh PATH/TO/sketchd
@@ -81,13 +81,15 @@ log "broker 2 back: $forwarded of $first_seen first-seen events forwarded"
 
 # SIGTERM while the output is down again: a bounded stop (the periodic snapshot stops
 # waiting, the final one waits 10 s, the last delivery try 2 s, the commit and the group
-# leave at most 5 s each), exit 0.
+# leave at most 5 s each), exit 1: the final snapshot could not be written (outputs
+# undelivered), which the log says.
 mock_control "down 2"
 for i in $(seq 5001 5600); do printf 'k%d|{"user":{"id":"k%d"}}\n' "$i" "$i"; done | produce events -K'|'
 wait_metric 'sketchd_producer_queue_messages' -ge 100 30
 sleep 2
 stop_process "$daemon_pid" 30 || fail "sketchd did not stop within 30 s of SIGTERM with the output down"
-[[ $stop_status -eq 0 ]] || fail "sketchd exited with status $stop_status after SIGTERM"
+[[ $stop_status -eq 1 ]] || fail "sketchd exited with status $stop_status after SIGTERM, expected 1 (no final snapshot)"
 ((stop_ms <= 25000)) || fail "sketchd took $stop_ms ms to stop with the output down, expected at most 25 s"
-log "SIGTERM with the output down: stopped in $stop_ms ms with status 0"
+check_log "$work/sketchd.err" "the final snapshot was not written"
+log "SIGTERM with the output down: stopped in $stop_ms ms with status 1, final snapshot not written"
 log "PASS"

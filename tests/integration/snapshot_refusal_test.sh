@@ -8,7 +8,12 @@
 #     that discards the snapshot named;
 #   - the same with state.discard_incompatible_snapshot: true: the daemon starts with
 #     empty windows and the old file is kept beside as sketchd.snapshot.discarded-…;
-#   - the intact snapshot and the original configuration: restored.
+#   - the intact snapshot and the original configuration: restored;
+#   - the state directory removed while sketchd runs: the next periodic snapshot creates
+#     it again (with a warning) and writes into it;
+#   - the state directory replaced by a file: periodic snapshots fail (counted in
+#     sketchd_snapshot_failures_total), and at SIGTERM the final snapshot cannot be written
+#     either: exit status 1 and an error saying so (it was exit 0).
 #
 # Usage: snapshot_refusal_test.sh PATH/TO/sketchd
 set -euo pipefail
@@ -100,4 +105,23 @@ check_log "$work/restored.err" "restored snapshot"
 api "api/v1/pipelines/clicks/seen?item=k42"
 [[ $(json "$work/api.json" 'd["seen"]') == true ]] || fail "k42 is not seen after the restore: $(cat "$work/api.json")"
 stop_process "$daemon_pid" 10 || fail "sketchd did not stop"
+
+# The state directory goes away, then becomes a file.
+sed 's/snapshot_interval: 1m/snapshot_interval: 1s/' "$work/good.yaml" >"$work/often.yaml"
+start_daemon "$work/often.yaml" gone
+rm -rf "$work/state"
+for _ in $(seq 100); do
+  [[ -s $snapshot ]] && break
+  sleep 0.1
+done
+[[ -s $snapshot ]] || fail "no snapshot within 10 s after the state directory was removed"
+check_log "$work/gone.err" "was gone: created it again"
+log "state directory removed: created again, snapshot written"
+rm -rf "$work/state"
+echo "not a directory" >"$work/state"
+wait_metric 'sketchd_snapshot_failures_total' -ge 1 15
+stop_process "$daemon_pid" 20 || fail "sketchd did not stop within 20 s"
+[[ $stop_status -eq 1 ]] || fail "sketchd exited with $stop_status after a failed final snapshot, expected 1"
+check_log "$work/gone.err" "the final snapshot was not written"
+log "state directory replaced by a file: final snapshot not written, exit status 1"
 log "PASS"

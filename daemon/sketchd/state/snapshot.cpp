@@ -247,7 +247,21 @@ store::write_result store::write(const snapshot& s) {
   };
   std::uint64_t bytes = 0;
   {
-    unique_fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    const auto create = [&] {
+      return ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    };
+    int created = create();
+    if (created < 0 && errno == ENOENT) {
+      // The directory went away (a clean-up job, an operator): make it again.
+      std::error_code ec;
+      std::filesystem::create_directories(dir_, ec);
+      if (ec)
+        throw snapshot_error(
+            fmt::format("cannot create the state directory {} again: {}", dir_, ec.message()));
+      logger()->warn("the state directory {} was gone: created it again", dir_);
+      created = create();
+    }
+    unique_fd fd(created);
     if (fd.get() < 0) throw snapshot_error(system_error("cannot create", tmp, errno));
     bool ok = true;
     int error = 0;

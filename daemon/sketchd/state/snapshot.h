@@ -65,7 +65,8 @@ class store {
   };
   // Writes the snapshot atomically (see the file comment), streaming it: the pipelines'
   // states are not copied. Throws snapshot_error naming the file and the system's reason
-  // ("No space left on device"…); the previous snapshot is then intact.
+  // ("No space left on device"…); the previous snapshot is then intact. A state directory
+  // removed while sketchd runs is created again, with a warning.
   write_result write(const snapshot& s);
 
   // The snapshot, or nullopt when there is none (a leftover .tmp of an interrupted write
