@@ -14,7 +14,9 @@
 #     (a Bloom filter has no false negatives; false positives at most fpr each);
 #     /seen is true for produced items and false for one never produced;
 #   - the HTTP API: 404 with a JSON error for an unknown pipeline (or for /topk and
-#     /estimate of a pipeline without heavy_hitters), 400 without ?item=, 405 for a POST,
+#     /estimate of a pipeline without heavy_hitters), 400 without ?item=, with an empty
+#     item or with item twice; an item with '=' in it asked as it is, and one with '+'
+#     asked as %2B, are found (httplib's parsing kept only what followed the last '='), 405 for a POST,
 #     PUT, PATCH, DELETE or OPTIONS with or without a body, /healthz and /readyz 200, and `promtool check metrics` passes on the
 #     scrape.
 #
@@ -43,6 +45,8 @@ heavy = {"u1": 0.20, "u2": 0.10, "u3": 0.06, "u4": 0.03, "u5": 0.015}
 items = []
 for item, share in heavy.items():
     items += [item] * round(share * n)
+# Two items that need care in a query string: '=' and '+'.
+items += ["id=dXNlcg=="] * 3 + ["a+b"] * 2
 tail = [f"t{i}" for i in range(5000)]
 items += [rng.choice(tail) for _ in range(n - len(items))]
 rng.shuffle(items)
@@ -299,6 +303,20 @@ curl -s --max-time 5 -X POST -d '{"item":"x"}' -o /dev/null "$http/api/v1/pipeli
 api "api/v1/pipelines/$pipeline/estimate" "$work/error.json"
 [[ $api_status == 400 ]] || fail "GET /estimate without ?item=: HTTP $api_status, expected 400"
 json "$work/error.json" 'd["error"]' >/dev/null || fail "GET /estimate without ?item=: no JSON error"
+for query in "item=" "item" "item=u1&item=u2"; do
+  api "api/v1/pipelines/$pipeline/estimate?$query" "$work/error.json"
+  [[ $api_status == 400 ]] || fail "GET /estimate?$query: HTTP $api_status, expected 400"
+  json "$work/error.json" 'd["error"]' >/dev/null || fail "GET /estimate?$query: no JSON error"
+done
+for query in "item=id=dXNlcg==:id=dXNlcg==:3" "item=a%2Bb:a+b:2" "x=1&item=id%3DdXNlcg%3D%3D:id=dXNlcg==:3"; do
+  IFS=: read -r q item count <<<"$query"
+  api "api/v1/pipelines/$pipeline/estimate?$q" "$work/estimate.json"
+  [[ $api_status == 200 ]] || fail "GET /estimate?$q: HTTP $api_status"
+  [[ $(json "$work/estimate.json" 'd["item"]') == "$item" ]] \
+    || fail "GET /estimate?$q answered for another item: $(cat "$work/estimate.json")"
+  (($(json "$work/estimate.json" 'd["estimate"]') >= count)) \
+    || fail "GET /estimate?$q: estimate under the true count $count: $(cat "$work/estimate.json")"
+done
 api "api/v1/pipelines" "$work/pipelines.json"
 [[ $api_status == 200 ]] || fail "GET /api/v1/pipelines: HTTP $api_status"
 [[ $(json "$work/pipelines.json" '[p["name"] for p in d["pipelines"]]') == "[\"$pipeline\", \"overload\"]" ]] \
@@ -311,7 +329,7 @@ for path in healthz readyz; do
   api "$path" "$work/status.json"
   [[ $api_status == 200 ]] || fail "GET /$path: HTTP $api_status"
 done
-log "HTTP API: 404 JSON errors for an unknown pipeline or section, 400 without item, 405 for writes, /healthz and /readyz 200"
+log "HTTP API: 404 JSON errors for an unknown pipeline or section, 400 without item (or empty, or twice), items with = and + found, 405 for writes, /healthz and /readyz 200"
 
 if command -v promtool >/dev/null 2>&1; then
   promtool check metrics <"$m" >"$work/promtool.out" 2>&1 \

@@ -38,6 +38,47 @@ void json_error(httplib::Response& res, int status, std::string_view message) {
   res.set_content("{\"error\":" + json::quote(message) + "}\n", kJson);
 }
 
+// The query parameter NAME of the request: its value percent-decoded ('+' is a space, as
+// in forms), everything after the parameter's first '=' (httplib's own parsing keeps only
+// what follows the last one: "item=dXNlcg==" would ask for "dXNlcg"). An error message
+// when the parameter is missing, empty or repeated.
+struct query_param {
+  std::string value;
+  std::string error;
+};
+query_param find_query_param(const httplib::Request& req, std::string_view name) {
+  query_param result;
+  const std::string_view target = req.target;
+  const std::size_t question = target.find('?');
+  std::string_view query =
+      question == std::string_view::npos ? std::string_view() : target.substr(question + 1);
+  if (const std::size_t hash = query.find('#'); hash != std::string_view::npos)
+    query = query.substr(0, hash);
+  int found = 0;
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const std::size_t eq = pair.find('=');
+    const std::string key = httplib::detail::decode_url(std::string(pair.substr(0, eq)), true);
+    if (key != name) continue;
+    if (++found > 1) {
+      result.error = fmt::format("the query parameter \"{}\" is given more than once", name);
+      return result;
+    }
+    if (eq != std::string_view::npos) {
+      result.value = httplib::detail::decode_url(std::string(pair.substr(eq + 1)), true);
+    }
+  }
+  if (found == 0) {
+    result.error = fmt::format("the query parameter \"{}\" is required", name);
+  } else if (result.value.empty()) {
+    result.error =
+        fmt::format("the query parameter \"{}\" is empty (an empty item is never counted)", name);
+  }
+  return result;
+}
+
 }  // namespace
 
 http_server::http_server(const http_config& config, const metrics::registry& registry,
@@ -56,8 +97,11 @@ void http_server::routes() {
   auto& s = *server_;
   s.set_read_timeout(std::chrono::seconds(5));
   s.set_write_timeout(std::chrono::seconds(5));
-  // Every worker of httplib's pool may take a pipeline lock for one batch at most.
-  s.new_task_queue = [] { return new httplib::ThreadPool(4); };  // owned by httplib
+  // Every worker of httplib's pool may take a pipeline lock for one batch at most. A worker
+  // serves one connection at a time, and an idle keep-alive connection holds its worker
+  // for up to 5 s: 16, so that a few idle clients (scrapers, health checks, dashboards) do
+  // not hold up /healthz.
+  s.new_task_queue = [] { return new httplib::ThreadPool(16); };  // owned by httplib
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second
   // sketchd on the same address starts and the kernel splits the scrapes between the two.
   s.set_socket_options([](socket_t sock) {
@@ -115,8 +159,9 @@ void http_server::routes() {
           if (!p) {
             return json_error(res, 404, fmt::format("no pipeline named \"{}\"", std::string(req.matches[1])));
           }
-          if (!req.has_param("item")) return json_error(res, 400, "the query parameter \"item\" is required");
-          const std::string item = req.get_param_value("item");
+          const query_param param = find_query_param(req, "item");
+          if (!param.error.empty()) return json_error(res, 400, param.error);
+          const std::string& item = param.value;
           const bool estimate = req.matches[2] == "estimate";
           const auto body = estimate ? p->estimate_json(item) : p->seen_json(item);
           if (!body) {
