@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <iostream>
 #include <new>
 #include <optional>
 #include <stdexcept>
@@ -134,6 +135,13 @@ void write_out(std::string_view text) {
   }
 }
 
+// Writes TEXT to stderr, never throwing: when stderr cannot be written (closed, a full
+// disk), the exit status still says what happened.
+void print_stderr(std::string_view text) noexcept {
+  std::fwrite(text.data(), 1, text.size(), stderr);
+  std::fflush(stderr);
+}
+
 // Progress on stderr, only when it is a terminal, at most twice a second.
 class progress {
  public:
@@ -251,11 +259,10 @@ int dedup_with(Filter& filter, const dedup_options& o, std::uint64_t capacity, d
   bar.done();
   if (std::fflush(stdout) != 0) throw std::runtime_error(cannot_write());
   if (unique > capacity) {
-    fmt::print(
-        stderr,
+    print_stderr(fmt::format(
         "sketch dedup: {} distinct lines, more than --items {}: the false-positive rate grew from "
         "{} to about {}; rerun with --items {}\n",
-        unique, capacity, decimal(target), decimal(filter.estimated_fpr()), unique);
+        unique, capacity, decimal(target), decimal(filter.estimated_fpr()), unique));
   }
   return 0;
 }
@@ -355,8 +362,10 @@ int run_topk(const topk_options& o) {
 }  // namespace
 }  // namespace sketch::cli
 
-int main(int argc, char** argv) {
-  using namespace sketch::cli;
+namespace sketch::cli {
+namespace {
+
+int run_main(int argc, char** argv) {
   CLI::App app{
       "sketch: probabilistic sketches on files and pipes (Bloom filters, Count-Min).\n"
       "Items are lines; FILE arguments are read in order, stdin when there are none.",
@@ -442,20 +451,38 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     status = app.exit(e);
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "sketch: {}\n", e.what());
+    print_stderr(fmt::format("sketch: {}\n", e.what()));
     return 2;
   } catch (const usage_error& e) {
-    fmt::print(stderr, "sketch: {}\n", e.what());
+    print_stderr(fmt::format("sketch: {}\n", e.what()));
     return 2;
   } catch (const std::exception& e) {
     std::fflush(stdout);  // the output so far, before the error
-    fmt::print(stderr, "sketch: {}\n", e.what());
+    print_stderr(fmt::format("sketch: {}\n", e.what()));
     return 1;
   }
   // exit() would flush the rest of the output too, but ignore a write error.
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    fmt::print(stderr, "sketch: {}\n", cannot_write());
+    print_stderr(fmt::format("sketch: {}\n", cannot_write()));
     return 1;
+  }
+  return status;
+}
+
+}  // namespace
+}  // namespace sketch::cli
+
+int main(int argc, char** argv) {
+  int status = 1;
+  try {
+    status = sketch::cli::run_main(argc, argv);
+  } catch (const std::exception& e) {  // --help or --version to a stdout that fails, memory…
+    sketch::cli::print_stderr(fmt::format("sketch: {}\n", e.what()));
+  }
+  std::cout.flush();
+  if ((std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) && status == 0) {
+    sketch::cli::print_stderr(fmt::format("sketch: {}\n", sketch::cli::cannot_write()));
+    status = 1;
   }
   return status;
 }

@@ -1,18 +1,20 @@
 // The `sketchd` command line: parses the arguments and runs one command of
 // sketchd/commands.h. Bad arguments are a one-line error and exit status 2.
-#include "sketchd/commands.h"
-#include "sketchd/config/config.h"
-
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
+#include <CLI/CLI.hpp>
 #include <charconv>
 #include <cstdio>
+#include <iostream>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "sketchd/commands.h"
+#include "sketchd/config/config.h"
+#include "sketchd/util/logging.h"
 
 namespace {
 
@@ -63,13 +65,15 @@ std::optional<std::string> parse_topic_argument(std::string_view text,
 int usage_error(std::string_view message, const CLI::App* command = nullptr) {
   const std::string help =
       command == nullptr ? "sketchd --help" : fmt::format("sketchd {} --help", command->get_name());
-  fmt::print(stderr, "sketchd: {} (see {})\n", message, help);
+  sketchd::print_stderr(fmt::format("sketchd: {} (see {})\n", message, help));
   return kUsageError;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int run_main(int argc, char** argv) {
   CLI::App app(kDescription, "sketchd");
   app.set_version_flag("--version",
                        fmt::format("sketchd {} (revision {})", SKETCHD_VERSION, SKETCHD_REVISION),
@@ -171,4 +175,23 @@ int main(int argc, char** argv) {
     return sketchd::run_command(path);
   }
   return usage_error("no command: use run --config FILE, check-config FILE or mock-kafka");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int status = 1;
+  try {
+    status = run_main(argc, argv);
+  } catch (const std::exception& e) {  // a write to stdout that failed, memory…
+    sketchd::print_stderr(fmt::format("sketchd: {}\n", e.what()));
+  }
+  // What is still buffered (check-config's verdict, --help) must reach stdout, or the exit
+  // status says it did not.
+  std::cout.flush();
+  if ((std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) && status == 0) {
+    sketchd::print_stderr("sketchd: cannot write to stdout\n");
+    status = 1;
+  }
+  return status;
 }

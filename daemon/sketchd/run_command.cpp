@@ -475,7 +475,7 @@ int run_command(const std::string& config_path) {
   std::signal(SIGHUP, on_stop_signal);
   std::signal(SIGPIPE, SIG_IGN);
   const load_result loaded = load_config_file(config_path);
-  for (const config_error& e : loaded.errors) fmt::print(stderr, "{}\n", e.to_string());
+  for (const config_error& e : loaded.errors) print_stderr(e.to_string() + "\n");
   if (!loaded.value) return 1;
   setup_logging(loaded.value->log);
   try {

@@ -322,6 +322,21 @@ expect_write_error size --items 10 --fpr 0.1
 expect_write_error fpr --bits 100 --items 10 --hashes 3
 expect_write_error dedup "$work/lines.txt"
 expect_write_error topk "$work/tokens.txt"
+expect_write_error --help
+# stderr closed or on a full disk: the exit status still tells (2 for a usage error, 1 for a
+# write error), never an abort (it was SIGABRT: the error message's failed write threw).
+for stderr in closed full; do
+  status=0
+  if [[ $stderr == closed ]]; then "$sketch" size 2>&- || status=$?; else "$sketch" size 2>/dev/full || status=$?; fi
+  if [[ $status == 2 ]]; then ok "usage error with stderr $stderr: exit 2"; else fail "usage error with stderr $stderr: exit status $status, expected 2"; fi
+  status=0
+  if [[ $stderr == closed ]]; then
+    "$sketch" dedup "$work/lines.txt" >/dev/full 2>&- || status=$?
+  else
+    "$sketch" dedup "$work/lines.txt" >/dev/full 2>/dev/full || status=$?
+  fi
+  if [[ $status == 1 ]]; then ok "write error with stderr $stderr: exit 1"; else fail "write error with stderr $stderr: exit status $status, expected 1"; fi
+done
 # Midway: dedup stops at the first failed write instead of reading an endless input.
 status=0
 seq 1 inf | timeout 20 "$sketch" dedup --items 1M >/dev/full 2>"$work/write.err" || status=$?

@@ -10,6 +10,7 @@
 #     address, promptly.
 #   - config/demo.yaml and config/example.yaml are valid (exit 0).
 #   - Missing arguments are usage errors (exit 2).
+#   - stdout or stderr on a full disk: exit 1 (2 for a usage error), never an abort.
 #
 # Usage: daemon_config_test.sh PATH/TO/sketchd
 set -euo pipefail
@@ -139,4 +140,20 @@ for args in "run" "check-config" "run --config"; do
   [[ $(wc -l <usage.err) -eq 1 ]] || fail "sketchd $args: the usage error is not one line: $(cat usage.err)"
 done
 log "usage errors: exit 2 with one line"
+
+# Output that cannot be written: the exit status says so, never an abort (it was SIGABRT:
+# the failed write of an error line threw) nor a 0 for a verdict that was lost.
+for case in "check-config bad.yaml:2>/dev/full:1" "run --config bad.yaml:2>/dev/full:1" \
+  "check-config $config_dir/demo.yaml:>/dev/full:1" "--help:>/dev/full:1" "run:2>/dev/full:2"; do
+  IFS=: read -r args redirect expected <<<"$case"
+  status=0
+  # shellcheck disable=SC2086  # the arguments are words on purpose
+  if [[ $redirect == ">/dev/full" ]]; then
+    "$sketchd" $args >/dev/full 2>write.err || status=$?
+  else
+    "$sketchd" $args >/dev/null 2>/dev/full || status=$?
+  fi
+  [[ $status -eq $expected ]] || fail "sketchd $args $redirect exited $status, expected $expected"
+done
+log "stdout or stderr on a full disk: exit 1 (2 for a usage error), no abort"
 echo "PASS"

@@ -4,6 +4,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
+
 #include "sketchd/metrics/metrics.h"
 #include "sketchd/util/json.h"
 
@@ -78,6 +80,11 @@ std::string loggable_item(std::string_view item) {
     }
   }
   return out;
+}
+
+void print_stderr(std::string_view text) noexcept {
+  std::fwrite(text.data(), 1, text.size(), stderr);
+  std::fflush(stderr);
 }
 
 }  // namespace sketchd

@@ -19,4 +19,9 @@ void setup_logging(const log_config& config);
 // two or move a terminal's cursor.
 [[nodiscard]] std::string loggable_item(std::string_view item);
 
+// Writes TEXT to stderr before logging is set up (usage and configuration errors). Never
+// throws: when stderr cannot be written (closed, a full disk), the exit status still says
+// what happened.
+void print_stderr(std::string_view text) noexcept;
+
 }  // namespace sketchd
