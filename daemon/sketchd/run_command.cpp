@@ -19,11 +19,13 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -167,9 +169,55 @@ bool restore(const config& cfg, state::store& store, std::vector<std::unique_ptr
   return true;
 }
 
+// The memory this process may use: the machine's physical memory, or its cgroup's limit
+// (v2 memory.max, or v1 memory.limit_in_bytes) when that is lower.
+std::uint64_t memory_limit_bytes() {
+  std::uint64_t limit = static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<std::uint64_t>(::sysconf(_SC_PAGE_SIZE));
+  std::vector<std::string> files = {"/sys/fs/cgroup/memory.max",
+                                    "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+  std::ifstream cgroups("/proc/self/cgroup");
+  for (std::string line; std::getline(cgroups, line);) {
+    if (line.starts_with("0::/") && line.size() > 4)
+      files.push_back("/sys/fs/cgroup" + line.substr(3) + "/memory.max");
+  }
+  for (const std::string& file : files) {
+    std::ifstream in(file);
+    std::uint64_t value = 0;
+    if (in >> value && value > 0) limit = std::min(limit, value);  // "max": no limit
+  }
+  return limit;
+}
+
+// False, with a critical line, when the pipelines' sketches alone cannot fit in the memory
+// this process may use: the start would otherwise end in the OOM killer, silently, after
+// zeroing gigabytes.
+bool sketches_fit_in_memory(const config& cfg) {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  std::uint64_t need = 0;
+  std::string parts;
+  for (const pipeline_config& p : cfg.pipelines) {
+    const std::uint64_t bytes = sketch_bytes_at_least(p);
+    need += bytes;
+    parts += fmt::format("{}{} {:.3g} GiB", parts.empty() ? "" : ", ", p.name,
+                         static_cast<double>(bytes) / kGiB);
+  }
+  const std::uint64_t limit = memory_limit_bytes();
+  if (need <= limit) return true;
+  spdlog::critical(
+      "the pipelines' sketches need at least {:.3g} GiB ({}), more than the {:.3g} GiB of memory "
+      "this "
+      "process may use (the machine's, or its cgroup's limit): lower dedup.capacity or "
+      "heavy_hitters.buckets, or raise dedup.fpr, heavy_hitters.epsilon or heavy_hitters.delta "
+      "(sketch size prints a filter's size; docs/OPERATIONS.md, sizing)",
+      static_cast<double>(need) / kGiB, parts, static_cast<double>(limit) / kGiB);
+  return false;
+}
+
 int run(const config& cfg) {
   auto log = spdlog::default_logger();
   auto pipeline_log = spdlog::get("pipeline");
+  if (!sketches_fit_in_memory(cfg)) return 1;
 
   // State first: a snapshot that cannot be used stops the start before anything else.
   std::optional<state::store> store;

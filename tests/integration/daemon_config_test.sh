@@ -11,6 +11,8 @@
 #   - config/demo.yaml and config/example.yaml are valid (exit 0).
 #   - Missing arguments are usage errors (exit 2).
 #   - stdout or stderr on a full disk: exit 1 (2 for a usage error), never an abort.
+#   - A valid configuration whose sketches need more memory than the machine has: exit 1
+#     at once with the figures.
 #
 # Usage: daemon_config_test.sh PATH/TO/sketchd
 set -euo pipefail
@@ -140,6 +142,27 @@ for args in "run" "check-config" "run --config"; do
   [[ $(wc -l <usage.err) -eq 1 ]] || fail "sketchd $args: the usage error is not one line: $(cat usage.err)"
 done
 log "usage errors: exit 2 with one line"
+
+# A valid configuration whose sketches cannot fit in memory (16 pipelines of 65.5 GiB of
+# Bloom filters each, 1 TiB in all, more than any machine this runs on): refused at once
+# with the figures, exit 1 (it used to start zeroing memory until the OOM killer came).
+{
+  echo 'kafka: { brokers: "127.0.0.1:1" }'
+  echo "http: { listen: \"127.0.0.1:$port\" }"
+  echo 'pipelines:'
+  for i in $(seq 16); do
+    printf '  - { name: p%d, topics: [t], item: { from: key }, dedup: { window: 1h, capacity: 30G, fpr: 0.01 } }\n' "$i"
+  done
+} >huge.yaml
+"$sketchd" check-config huge.yaml >/dev/null || fail "huge.yaml is not a valid configuration"
+status=0
+start_us=$(now_us)
+timeout 20 "$sketchd" run --config huge.yaml >/dev/null 2>huge.err || status=$?
+[[ $status -eq 1 ]] || { cat huge.err >&2; fail "run with 1 TiB of sketches exited $status, expected 1"; }
+grep -q "sketches need at least 1.0[0-9]*e+03 GiB\|sketches need at least 10[0-9][0-9] GiB" huge.err \
+  || { cat huge.err >&2; fail "run with 1 TiB of sketches: no message with the memory needed"; }
+(($(now_us) - start_us < 5000000)) || fail "run with 1 TiB of sketches took more than 5 s to refuse"
+log "1 TiB of sketches: refused at once: $(grep -o 'sketches need at least [^(]*' huge.err)"
 
 # Output that cannot be written: the exit status says so, never an abort (it was SIGABRT:
 # the failed write of an error line threw) nor a 0 for a verdict that was lost.

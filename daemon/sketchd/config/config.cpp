@@ -625,6 +625,31 @@ void check_count_min_size(checker& c, const mapping& m, const heavy_hitters_conf
                   static_cast<double>(count_min_sketch::kMaxCounters) * 4 / kGiB));
 }
 
+}  // namespace
+
+std::uint64_t sketch_bytes_at_least(const pipeline_config& p) {
+  std::uint64_t bytes = 0;
+  if (p.heavy_hitters) {
+    const auto& hh = *p.heavy_hitters;
+    bytes += std::uint64_t{sketch::count_min_sketch::suggest_width(hh.epsilon)} *
+             sketch::count_min_sketch::suggest_depth(hh.delta) * (std::uint64_t{hh.buckets} + 1) *
+             sizeof(std::uint32_t);
+  }
+  if (p.dedup) {
+    sketch::rolling_bloom_options options;
+    options.capacity = p.dedup->capacity;
+    options.fpr = p.dedup->fpr;
+    options.generations = p.dedup->generations;
+    bytes +=
+        sketch::blocked_bloom_filter::bits_for(sketch::rolling_bloom::generation_capacity(options),
+                                               sketch::rolling_bloom::generation_fpr(options)) /
+        8 * p.dedup->generations;
+  }
+  return bytes;
+}
+
+namespace {
+
 // The rolling Bloom filter of `d` (sketch::rolling_bloom) within the library's limits, and
 // its G generations at most blocked_bloom_filter::kMaxBits bits in all (the library takes
 // up to that much per generation; 2^40 bits, 128 GiB, is already more than a pipeline

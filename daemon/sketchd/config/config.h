@@ -178,6 +178,11 @@ struct load_result {
   std::vector<config_error> errors;
 };
 
+// The memory the pipeline's sketches take at least, as the library sizes them: the Count-Min
+// counters of its buckets + 1 sketches (4 bytes each) and the bits of its Bloom filter
+// generations. For a valid configuration.
+[[nodiscard]] std::uint64_t sketch_bytes_at_least(const pipeline_config& p);
+
 // Looks an environment variable up; nullopt when it is unset.
 using getenv_function = std::function<std::optional<std::string>(std::string_view)>;
 
