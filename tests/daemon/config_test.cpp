@@ -749,6 +749,81 @@ TEST(ConfigErrors, HttpListenAddressIsChecked) {
   EXPECT_THAT(listen_errors("[::g]:9464"), ElementsAre(HasSubstr("not an IPv6 address")));
 }
 
+TEST(ConfigErrors, BrokerListIsChecked) {
+  const auto broker_errors = [](std::string_view brokers) {
+    std::string yaml(kMinimal);
+    yaml.replace(yaml.find("localhost:9092"), 14, "\"" + std::string(brokers) + "\"");
+    return errors_of(load(yaml));
+  };
+  for (const char* good : {"localhost:9092", "k1:9092,k2:9092", "k1, k2", "SSL://k1:9093",
+                           "[::1]:9092", "10.0.0.1", "broker-1.example.com:9092"}) {
+    EXPECT_THAT(broker_errors(good), ::testing::IsEmpty()) << good;
+  }
+  EXPECT_THAT(
+      broker_errors(","),
+      ElementsAre("test.yaml:2:12: kafka.brokers: an empty entry (HOST[:PORT],HOST[:PORT]…)"));
+  EXPECT_THAT(broker_errors("k1:9092,"), ElementsAre(HasSubstr("an empty entry")));
+  EXPECT_THAT(
+      broker_errors("a:99999"),
+      ElementsAre(
+          "test.yaml:2:12: kafka.brokers: \"a:99999\": the port must be a number in [1, 65535]"));
+  EXPECT_THAT(broker_errors("a:-1"), ElementsAre(HasSubstr("the port must be")));
+  EXPECT_THAT(broker_errors("a:"), ElementsAre(HasSubstr("no port after")));
+  EXPECT_THAT(broker_errors(":9092"), ElementsAre(HasSubstr("not a host name or address")));
+  EXPECT_THAT(broker_errors("host with space:9092"),
+              ElementsAre(HasSubstr("not a host name or address")));
+  EXPECT_THAT(broker_errors("[::1:9092"), ElementsAre(HasSubstr("closing \"]\"")));
+}
+
+TEST(ConfigErrors, PipelinesFeedingEachOtherInALoopAreRejected) {
+  const std::string head = "kafka: { brokers: k }\npipelines:\n";
+  // A's duplicates go to B, B's to C, C's alerts back to A: a loop, reported once, at A.
+  EXPECT_THAT(errors_of(load(head + "  - { name: A, topics: [ta], item: { from: key }, dedup: { "
+                                    "capacity: 9, duplicates_topic: tb } }\n"
+                                    "  - { name: B, topics: [tb], item: { from: key }, dedup: { "
+                                    "capacity: 9, duplicates_topic: tc } }\n"
+                                    "  - { name: C, topics: [tc], item: { from: key }, "
+                                    "heavy_hitters: { alerts_topic: ta } }\n")),
+              ElementsAre("test.yaml:3:5: pipelines[0]: pipelines feed each other in a loop (A → "
+                          "topic tb → B → topic tc "
+                          "→ C → topic ta → A): every event would go round again and again"));
+  // A chain, and two pipelines writing the same topic, are no loop.
+  EXPECT_THAT(errors_of(load(head + "  - { name: A, topics: [ta], item: { from: key }, dedup: { "
+                                    "capacity: 9, output_topic: tb } }\n"
+                                    "  - { name: B, topics: [tb], item: { from: key }, dedup: { "
+                                    "capacity: 9, output_topic: tc } }\n"
+                                    "  - { name: C, topics: [ta], item: { from: key }, dedup: { "
+                                    "capacity: 9, output_topic: tc } }\n")),
+              ::testing::IsEmpty());
+}
+
+TEST(ConfigErrors, PipelineNamesAURLCannotCarryAreRejected) {
+  std::string yaml(kMinimal);
+  yaml.replace(yaml.find("name: p"), 7, "name: \"..\"");
+  EXPECT_THAT(
+      errors_of(load(yaml)),
+      ElementsAre(
+          "test.yaml:4:11: pipelines[0].name: \"..\" cannot name a pipeline: a URL cannot carry "
+          "it (/api/v1/pipelines/../…)"));
+}
+
+TEST(ConfigErrors, ControlCharactersOfValuesAreEscapedSoEachErrorIsOneLine) {
+  std::string yaml(kMinimal);
+  yaml.replace(yaml.find("name: p"), 7, "name: \"a\\nb\\e[31m\\tc\"");
+  EXPECT_THAT(
+      errors_of(load(yaml)),
+      ElementsAre(
+          "test.yaml:4:11: pipelines[0].name: must be 1 to 128 letters, digits, \"_\", \".\" or "
+          "\"-\", got \"a\\nb\\x1b[31m\\tc\""));
+}
+
+TEST(ConfigErrors, ADeviceOrAHugeFileIsRefusedNotReadWhole) {
+  const auto r = load_config_file("/dev/zero");
+  EXPECT_FALSE(r.value);
+  EXPECT_THAT(errors_of(r),
+              ElementsAre("/dev/zero: is larger than 16 MiB: not a configuration file"));
+}
+
 TEST(ConfigErrors, MissingFileIsOneClearError) {
   const auto r = load_config_file("/nonexistent/sketchd.yaml");
   EXPECT_FALSE(r.value);

@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -496,7 +498,9 @@ void read_optional_topic(checker& c, const mapping& m, std::string_view key,
   }
 }
 
+// Not "." nor "..": a URL's path cannot carry them (/api/v1/pipelines/../topk).
 bool is_pipeline_name(std::string_view name) {
+  if (name == "." || name == "..") return false;
   return !name.empty() && name.size() <= 128 && std::all_of(name.begin(), name.end(), [](char ch) {
     return ch == '_' || ch == '.' || ch == '-' || (ch >= '0' && ch <= '9') ||
            (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z');
@@ -740,6 +744,55 @@ struct property_positions {
   std::map<std::string, field, std::less<>> entries;
 };
 
+// kafka.brokers: HOST[:PORT] entries separated by commas, each optionally prefixed with a
+// protocol (SSL://host:9093), the host a name, an IPv4 address or an IPv6 address in
+// brackets, the port in [1, 65535]. librdkafka takes anything and retries forever.
+std::optional<std::string> broker_list_problem(std::string_view list) {
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = list.find(',', start);
+    std::string_view entry = list.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    while (!entry.empty() && entry.front() == ' ') entry.remove_prefix(1);
+    while (!entry.empty() && entry.back() == ' ') entry.remove_suffix(1);
+    const std::string shown(entry);
+    if (entry.empty()) return "an empty entry (HOST[:PORT],HOST[:PORT]…)";
+    if (const std::size_t scheme = entry.find("://"); scheme != std::string_view::npos) {
+      entry.remove_prefix(scheme + 3);
+    }
+    std::string_view host = entry;
+    std::string_view port;
+    if (entry.front() == '[') {
+      const std::size_t close = entry.find(']');
+      if (close == std::string_view::npos)
+        return fmt::format("\"{}\": an IPv6 address needs its closing \"]\"", shown);
+      host = entry.substr(1, close - 1);
+      const std::string_view rest = entry.substr(close + 1);
+      if (!rest.empty() && rest.front() != ':')
+        return fmt::format("\"{}\": expected \":PORT\" after \"]\"", shown);
+      if (!rest.empty()) port = rest.substr(1);
+    } else if (const std::size_t colon = entry.rfind(':'); colon != std::string_view::npos) {
+      host = entry.substr(0, colon);
+      port = entry.substr(colon + 1);
+      if (port.empty()) return fmt::format("\"{}\": no port after \":\"", shown);
+    }
+    const bool host_ok = !host.empty() && std::all_of(host.begin(), host.end(), [](char ch) {
+      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '_' ||
+             ch == ':';
+    });
+    if (!host_ok) return fmt::format("\"{}\": not a host name or address", shown);
+    if (!port.empty()) {
+      unsigned value = 0;
+      const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+      if (ec != std::errc() || end != port.data() + port.size() || value < 1 || value > 65535) {
+        return fmt::format("\"{}\": the port must be a number in [1, 65535]", shown);
+      }
+    }
+    if (comma == std::string_view::npos) return std::nullopt;
+    start = comma + 1;
+  }
+}
+
 kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
   kafka_config k;
   const mapping m(c, f,
@@ -767,6 +820,8 @@ kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
             "kafka: missing required key \"brokers\" (or \"embedded\" for an in-process cluster)");
   } else if (brokers_ok && k.brokers.empty()) {
     c.error(*brokers, "must not be empty (or give embedded for an in-process cluster)");
+  } else if (brokers_ok) {
+    if (const auto problem = broker_list_problem(k.brokers)) c.error(*brokers, *problem);
   }
 
   if (const auto g = m.get("group_id")) {
@@ -1017,9 +1072,13 @@ pipeline_config read_pipeline(checker& c, const field& f,
   if (const auto n = m.require("name")) {
     if (auto value = c.text(*n)) {
       if (!is_pipeline_name(*value)) {
-        c.error(*n,
-                fmt::format("must be 1 to 128 letters, digits, \"_\", \".\" or \"-\", got \"{}\"",
-                            *value));
+        c.error(*n, *value == "." || *value == ".."
+                        ? fmt::format("\"{}\" cannot name a pipeline: a URL cannot carry it "
+                                      "(/api/v1/pipelines/{}/…)",
+                                      *value, *value)
+                        : fmt::format(
+                              "must be 1 to 128 letters, digits, \"_\", \".\" or \"-\", got \"{}\"",
+                              *value));
       } else if (const auto it = names.find(*value); it != names.end()) {
         c.error(*n, fmt::format("duplicate pipeline name \"{}\" (first at line {})", *value,
                                 it->second));
@@ -1079,6 +1138,77 @@ log_config read_log(checker& c, const field& f) {
   return l;
 }
 
+// Pipelines that feed each other in a circle: one's output topic (output_topic,
+// duplicates_topic or alerts_topic) read by the next, back to the first. Each event would
+// go round again and again (a pipeline reading its own output is checked with its section).
+void check_pipeline_loops(checker& c, const std::vector<field>& elements,
+                          const std::vector<pipeline_config>& pipelines) {
+  const std::size_t n = std::min(elements.size(), pipelines.size());
+  std::map<std::string_view, std::vector<std::size_t>> readers;
+  for (std::size_t i = 0; i < n; ++i) {
+    for (const std::string& t : pipelines[i].topics) readers[t].push_back(i);
+  }
+  const auto outputs = [&](std::size_t i) {
+    std::vector<std::string_view> out;
+    const pipeline_config& p = pipelines[i];
+    if (p.heavy_hitters && p.heavy_hitters->alerts_topic)
+      out.emplace_back(*p.heavy_hitters->alerts_topic);
+    if (p.dedup && p.dedup->output_topic) out.emplace_back(*p.dedup->output_topic);
+    if (p.dedup && p.dedup->duplicates_topic) out.emplace_back(*p.dedup->duplicates_topic);
+    return out;
+  };
+  // Depth-first, iterative; a pipeline met again while on the path closes a loop.
+  enum class mark : std::uint8_t { unseen, on_path, done };
+  std::vector<mark> marks(n, mark::unseen);
+  struct step {
+    std::size_t pipeline;
+    std::vector<std::pair<std::string_view, std::size_t>> next;  // (topic, reader)
+    std::size_t taken = 0;
+  };
+  for (std::size_t root = 0; root < n; ++root) {
+    if (marks[root] != mark::unseen) continue;
+    std::vector<step> path;
+    const auto enter = [&](std::size_t i) {
+      marks[i] = mark::on_path;
+      step s{i, {}, 0};
+      for (const std::string_view t : outputs(i)) {
+        if (const auto it = readers.find(t); it != readers.end()) {
+          for (const std::size_t j : it->second)
+            if (j != i) s.next.emplace_back(t, j);
+        }
+      }
+      path.push_back(std::move(s));
+    };
+    enter(root);
+    while (!path.empty()) {
+      step& top = path.back();
+      if (top.taken == top.next.size()) {
+        marks[top.pipeline] = mark::done;
+        path.pop_back();
+        continue;
+      }
+      const std::size_t j = top.next[top.taken++].second;
+      if (marks[j] == mark::unseen) {
+        enter(j);
+      } else if (marks[j] == mark::on_path) {
+        std::string loop;
+        std::size_t k = 0;
+        while (path[k].pipeline != j) ++k;
+        for (std::size_t a = k; a < path.size(); ++a) {
+          // The edge each pipeline of the loop took last (the one just taken, for the last).
+          loop += fmt::format("{} → topic {} → ", pipelines[path[a].pipeline].name,
+                              path[a].next[path[a].taken - 1].first);
+        }
+        loop += pipelines[j].name;
+        c.error(elements[j],
+                fmt::format("pipelines feed each other in a loop ({}): every event would go round "
+                            "again and again",
+                            loop));
+      }
+    }
+  }
+}
+
 config read_config(checker& c, const YAML::Node& root) {
   config cfg;
   const field self{root, YAML::Mark(), ""};
@@ -1101,6 +1231,7 @@ config read_config(checker& c, const YAML::Node& root) {
       if (elements->empty()) c.error(*p, "needs at least one pipeline");
       std::map<std::string, int, std::less<>> names;
       for (const field& e : *elements) cfg.pipelines.push_back(read_pipeline(c, e, names));
+      check_pipeline_loops(c, *elements, cfg.pipelines);
     }
   }
   if (const field* g = m.find("generator")) cfg.generator = read_generator(c, *g);
@@ -1163,8 +1294,26 @@ std::string_view to_string(log_format v) noexcept {
 }
 
 std::string config_error::to_string() const {
-  if (line <= 0) return fmt::format("{}: {}", file, message);
-  return fmt::format("{}:{}:{}: {}", file, line, column, message);
+  const std::string text = line <= 0 ? fmt::format("{}: {}", file, message)
+                                     : fmt::format("{}:{}:{}: {}", file, line, column, message);
+  // One line whatever the values quoted in it hold: control characters escaped (a newline
+  // would start a line without a location; an escape sequence would reach the terminal),
+  // trailing white space dropped (librdkafka's reasons end in a newline).
+  std::string out;
+  out.reserve(text.size());
+  for (const char ch : std::string_view(text).substr(0, text.find_last_not_of(" \t\r\n") + 1)) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (ch == '\n') {
+      out += "\\n";
+    } else if (ch == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out += ch;
+    }
+  }
+  return out;
 }
 
 load_result load_config_string(std::string_view yaml, const std::string& file_name,
@@ -1203,12 +1352,24 @@ load_result load_config_file(const std::string& path) {
     return load_result{std::nullopt,
                        {config_error{path, 0, 0, fmt::format("cannot read the file: {}", reason)}}};
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return load_result{std::nullopt, {config_error{path, 0, 0, "cannot read the file"}}};
+  // Bounded: a device or a runaway file (/dev/zero) is an error, not all of memory.
+  constexpr std::size_t kMaxBytes = std::size_t{16} << 20;
+  std::string text;
+  std::array<char, 65536> chunk{};
+  while (in.read(chunk.data(), chunk.size()) || in.gcount() > 0) {
+    text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxBytes) {
+      return load_result{
+          std::nullopt,
+          {config_error{path, 0, 0, "is larger than 16 MiB: not a configuration file"}}};
+    }
   }
-  return load_config_string(text.str(), path, process_getenv);
+  if (in.bad()) {
+    const std::string reason = std::error_code(errno, std::generic_category()).message();
+    return load_result{std::nullopt,
+                       {config_error{path, 0, 0, fmt::format("cannot read the file: {}", reason)}}};
+  }
+  return load_config_string(text, path, process_getenv);
 }
 
 }  // namespace sketchd
