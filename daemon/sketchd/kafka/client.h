@@ -124,4 +124,12 @@ void throw_if_error(rd_kafka_error_t* error, std::string_view operation,
 // Thread-safe.
 [[nodiscard]] std::string redact(std::string_view text, const std::vector<std::string>& secrets);
 
+// Errors that librdkafka reports twice: a broker connection that failed (cannot resolve,
+// refused, dropped, TLS or SASL refused) is a "FAIL" line of its own log (the "kafka"
+// logger) and then an error callback with the same text. The callback need not log it.
+[[nodiscard]] constexpr bool logged_by_librdkafka(int err) noexcept {
+  return err == RD_KAFKA_RESP_ERR__TRANSPORT || err == RD_KAFKA_RESP_ERR__RESOLVE ||
+         err == RD_KAFKA_RESP_ERR__AUTHENTICATION || err == RD_KAFKA_RESP_ERR__SSL;
+}
+
 }  // namespace sketchd::kafka

@@ -69,6 +69,7 @@ struct sink::callbacks {
       return;
     }
     // Transient: librdkafka reconnects and retries by itself.
+    if (logged_by_librdkafka(err)) return;
     log()->warn("producer: {}: {}", rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(err)), reason);
   }
 };

@@ -182,6 +182,7 @@ struct source::callbacks {
       return;
     }
     // Transient: librdkafka reconnects and retries by itself.
+    if (logged_by_librdkafka(err)) return;
     log()->warn("{}: {}", rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(err)), reason);
   }
 
