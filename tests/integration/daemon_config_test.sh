@@ -111,6 +111,14 @@ timeout 20 "$sketchd" run --config taken.yaml >taken.out 2>taken.err || status=$
 grep -q "cannot listen on 127.0.0.1:$port" taken.err \
   || { cat taken.err >&2; fail "the error does not name the taken address 127.0.0.1:$port"; }
 log "a taken HTTP port: exit 1, \"$(grep -o 'cannot listen.*' taken.err | head -1)\""
+# A host name that does not resolve: said so, not "address in use".
+sed "s/127.0.0.1:$port/nonexistent.invalid:$port/" taken.yaml >unresolved.yaml
+status=0
+timeout 20 "$sketchd" run --config unresolved.yaml >/dev/null 2>unresolved.err || status=$?
+[[ $status -eq 1 ]] || fail "run with an unresolvable http.listen host exited $status, expected 1"
+grep -q "cannot resolve nonexistent.invalid" unresolved.err \
+  || { cat unresolved.err >&2; fail "the error does not say that the host does not resolve"; }
+log "an unresolvable HTTP host: exit 1, \"$(grep -o 'cannot listen.*' unresolved.err | head -1)\""
 
 # A YAML syntax error and a missing file.
 printf 'kafka:\n  brokers: [\n' >syntax.yaml

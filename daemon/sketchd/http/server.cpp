@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <netdb.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
@@ -195,6 +196,16 @@ int http_server::start() {
     port = server_->bind_to_any_port(config_.host);
     if (port < 0) throw std::runtime_error(fmt::format("http: cannot listen on {}:0", config_.host));
   } else if (!server_->bind_to_port(config_.host, port)) {
+    // A name that does not resolve is not an address in use: say which it is.
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const int resolved = ::getaddrinfo(config_.host.c_str(), nullptr, &hints, &found);
+    if (found) ::freeaddrinfo(found);
+    if (resolved != 0) {
+      throw std::runtime_error(fmt::format("http: cannot listen on {}: cannot resolve {}: {}",
+                                           config_.listen, config_.host, ::gai_strerror(resolved)));
+    }
     throw std::runtime_error(fmt::format("http: cannot listen on {} (address in use or not available)",
                                          config_.listen));
   }
