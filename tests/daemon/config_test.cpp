@@ -358,7 +358,7 @@ TEST(ConfigErrors, SubstitutionErrorsPointAtTheirDollarBraceInEveryScalarStyle) 
           "test.yaml:6:24: kafka.properties[\"client.rack\"]: environment variable UNSET is not "
           "set (write ${UNSET:-default} to give a default)",
           "test.yaml:9:26: pipelines[0].topics[1]: invalid variable name \"1X\" in \"${1X}\" "
-          "(letters, digits and _)",
+          "(letters, digits and _, not starting with a digit)",
           "test.yaml:9:35: pipelines[0].topics[2]: unterminated \"${\" (write \"$$\" for a "
           "literal \"$\")",
           "test.yaml:12:17: pipelines[0].dedup.capacity: expected a count (a whole number, "
@@ -857,8 +857,8 @@ TEST(ConfigValues, SubstitutionErrorsGiveTheOffsetOfTheirDollarBrace) {
       {"a ${UNSET}", 2,
        "environment variable UNSET is not set (write ${UNSET:-default} to give a default)"},
       {"${HOST}-${HOST", 8, "unterminated \"${\" (write \"$$\" for a literal \"$\")"},
-      {"$${HOST} ${1X}", 9, "invalid variable name \"1X\" in \"${1X}\" (letters, digits and _)"},
-      {"${}", 0, "invalid variable name \"\" in \"${}\" (letters, digits and _)"},
+      {"$${HOST} ${1X}", 9, "invalid variable name \"1X\" in \"${1X}\" (letters, digits and _, not starting with a digit)"},
+      {"${}", 0, "invalid variable name \"\" in \"${}\" (letters, digits and _, not starting with a digit)"},
       {"${UNSET_A:-${UNSET_B}}", 11,
        "nested \"${…}\" in the default of ${UNSET_A} is not supported (a default is plain "
        "text; \"$$\" in it is a literal \"$\")"},

@@ -158,7 +158,7 @@ std::string substitute_variables(std::string_view text, const getenv_function& g
     const std::string_view name = inside.substr(0, sep);
     if (!is_variable_name(name)) {
       throw substitution_error(
-          fmt::format("invalid variable name \"{}\" in \"${{{}}}\" (letters, digits and _)", name,
+          fmt::format("invalid variable name \"{}\" in \"${{{}}}\" (letters, digits and _, not starting with a digit)", name,
                       inside),
           i);
     }
