@@ -6,7 +6,7 @@ BUILD     ?= build
 ASAN      ?= build-asan
 CMAKE_ARGS ?=
 
-.PHONY: all deps build build-asan test test-unit test-asan demo bench clean
+.PHONY: all deps build build-asan test test-unit test-asan demo bench format clean
 
 all: build
 
@@ -40,6 +40,11 @@ demo: build
 
 bench: build
 	bash bench/run.sh $(BUILD)
+
+# The C++ sources in the style of .clang-format (needs Debian's clang-format, which the
+# build does not).
+format:
+	git ls-files '*.cpp' '*.h' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD) $(ASAN)

@@ -181,7 +181,8 @@ int run(const options& o, bool pipe) {
         }
         rd_kafka_timestamp_type_t type;
         const std::int64_t ts = rd_kafka_message_timestamp(m, &type);
-        const auto packed = (static_cast<std::uintptr_t>(m->partition) << 40) | static_cast<std::uintptr_t>(m->offset);
+        const auto packed = (static_cast<std::uintptr_t>(m->partition) << 40) |
+                            static_cast<std::uintptr_t>(m->offset);
         for (;;) {
           const rd_kafka_resp_err_t err = rd_kafka_producev(
               producer.get(), RD_KAFKA_V_RKT(output), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
@@ -217,7 +218,8 @@ int run(const options& o, bool pipe) {
     if (pipe) {
       rd_kafka_poll(producer.get(), 0);
       if (!state.next.empty()) {
-        sketchd::kafka::topic_partition_list_ptr list(rd_kafka_topic_partition_list_new(static_cast<int>(state.next.size())));
+        sketchd::kafka::topic_partition_list_ptr list(
+            rd_kafka_topic_partition_list_new(static_cast<int>(state.next.size())));
         for (const auto& [p, next] : state.next) {
           rd_kafka_topic_partition_list_add(list.get(), o.topic.c_str(), p)->offset = next;
         }
@@ -230,7 +232,8 @@ int run(const options& o, bool pipe) {
   const thread_cpu cpu_last = read_thread_cpu();
   fmt::print("consumed: {}\n", consumed);
   if (pipe) fmt::print("delivered: {}\nfailed: {}\n", state.delivered, state.failed);
-  fmt::print("seconds: {:.3f}\nrate: {:.0f} msg/s\n", seconds, static_cast<double>(o.count) / seconds);
+  fmt::print("seconds: {:.3f}\nrate: {:.0f} msg/s\n", seconds,
+             static_cast<double>(o.count) / seconds);
   const double per_message = 1e9 / static_cast<double>(o.count);
   const auto cpus = static_cast<double>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   fmt::print("cpu ns per message: app={:.0f} librdkafka={:.0f}; machine idle {:.0f}%\n",
@@ -245,7 +248,9 @@ int run(const options& o, bool pipe) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("A bare librdkafka consumer (and consume-produce pipe): the baseline of bench/kafka_throughput.sh");
+  CLI::App app(
+      "A bare librdkafka consumer (and consume-produce pipe): the baseline of "
+      "bench/kafka_throughput.sh");
   app.require_subcommand(1);
   options o;
   const auto common = [&o](CLI::App* c) {
@@ -253,9 +258,11 @@ int main(int argc, char** argv) {
     c->add_option("--topic", o.topic, "Input topic")->required();
     c->add_option("--group", o.group, "Consumer group (use a fresh one per run)")->required();
     c->add_option("--count", o.count, "Messages to read")->required()->check(CLI::PositiveNumber);
-    c->add_option("--batch", o.batch, "Messages per poll batch, as sketchd's kafka.batch_size")->capture_default_str();
+    c->add_option("--batch", o.batch, "Messages per poll batch, as sketchd's kafka.batch_size")
+        ->capture_default_str();
   };
-  CLI::App* consume = app.add_subcommand("consume", "Read COUNT messages, doing nothing per message");
+  CLI::App* consume =
+      app.add_subcommand("consume", "Read COUNT messages, doing nothing per message");
   common(consume);
   CLI::App* pipe = app.add_subcommand("pipe", "Read COUNT messages and produce each to --output");
   common(pipe);

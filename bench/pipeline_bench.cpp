@@ -29,6 +29,7 @@
 // items_per_second is messages per second; its inverse, ns per message, is the figure.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <cstdint>
 #include <random>
@@ -42,8 +43,6 @@
 #include "sketchd/pipeline/extractor.h"
 #include "sketchd/pipeline/pipeline.h"
 #include "sketchd/processor.h"
-
-#include <spdlog/spdlog.h>
 
 namespace {
 

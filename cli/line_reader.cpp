@@ -6,7 +6,8 @@
 
 namespace sketch::cli {
 
-line_reader::line_reader(std::vector<std::string> files) : files_(std::move(files)), buffer_(1 << 20) {
+line_reader::line_reader(std::vector<std::string> files)
+    : files_(std::move(files)), buffer_(1 << 20) {
   if (files_.empty()) files_.push_back("-");
 }
 

@@ -132,10 +132,13 @@ int run_main(int argc, char** argv) {
           },
           ""));
 
-  mock->add_flag("--control", mock_options.control,
-                 "Read fault-injection commands on stdin, one per line: down BROKER, up BROKER, rtt BROKER MS, "
-                 "leader TOPIC PARTITION BROKER, coordinator group|transaction NAME BROKER, errors API CODE[,CODE...] (the next requests of Kafka API number API fail with those error "
-                 "codes), clear API; each is answered \"ok: COMMAND\" on stdout");
+  mock->add_flag(
+      "--control", mock_options.control,
+      "Read fault-injection commands on stdin, one per line: down BROKER, up BROKER, rtt BROKER "
+      "MS, "
+      "leader TOPIC PARTITION BROKER, coordinator group|transaction NAME BROKER, errors API "
+      "CODE[,CODE...] (the next requests of Kafka API number API fail with those error "
+      "codes), clear API; each is answered \"ok: COMMAND\" on stdout");
 
   app.footer(kExamples);
 

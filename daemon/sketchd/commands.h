@@ -20,7 +20,7 @@ namespace sketchd {
 struct mock_kafka_options {
   int brokers = 1;
   std::vector<std::pair<std::string, int>> topics;  // name, partitions
-  bool control = false;  // read fault-injection commands from stdin
+  bool control = false;                             // read fault-injection commands from stdin
 };
 
 // `sketchd mock-kafka`: serves librdkafka's mock cluster on loopback, prints

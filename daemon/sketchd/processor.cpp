@@ -26,15 +26,19 @@ std::string utc_time(std::int64_t ms) {
   const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
   std::tm tm{};
   gmtime_r(&seconds, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                     tm.tm_hour, tm.tm_min, tm.tm_sec, ms % 1000);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms % 1000);
 }
 
 }  // namespace
 
-processor::processor(const config& cfg, std::vector<pipeline*> pipelines, std::vector<std::string> topics,
-                     const std::string& bootstrap_servers, std::function<bool()> stop)
-    : config_(cfg), pipelines_(std::move(pipelines)), topics_(std::move(topics)), stop_(std::move(stop)) {
+processor::processor(const config& cfg, std::vector<pipeline*> pipelines,
+                     std::vector<std::string> topics, const std::string& bootstrap_servers,
+                     std::function<bool()> stop)
+    : config_(cfg),
+      pipelines_(std::move(pipelines)),
+      topics_(std::move(topics)),
+      stop_(std::move(stop)) {
   topic_routes_.resize(topics_.size());
   outputs_.resize(pipelines_.size());
   inputs_.resize(pipelines_.size());
@@ -59,14 +63,19 @@ processor::processor(const config& cfg, std::vector<pipeline*> pipelines, std::v
     const pipeline_config& pc = pipelines_[i]->config();
     for (const auto& t : pc.topics) {
       const auto it = std::find(topics_.begin(), topics_.end(), t);
-      if (it != topics_.end()) topic_routes_[static_cast<std::size_t>(it - topics_.begin())].push_back(i);
+      if (it != topics_.end())
+        topic_routes_[static_cast<std::size_t>(it - topics_.begin())].push_back(i);
     }
-    if (pc.dedup && pc.dedup->output_topic) outputs_[i].first_seen = add_route(i, output_kind::first_seen, *pc.dedup->output_topic);
-    if (pc.dedup && pc.dedup->duplicates_topic) outputs_[i].duplicate = add_route(i, output_kind::duplicate, *pc.dedup->duplicates_topic);
-    if (pc.heavy_hitters && pc.heavy_hitters->alerts_topic) outputs_[i].alert = add_route(i, output_kind::alert, *pc.heavy_hitters->alerts_topic);
+    if (pc.dedup && pc.dedup->output_topic)
+      outputs_[i].first_seen = add_route(i, output_kind::first_seen, *pc.dedup->output_topic);
+    if (pc.dedup && pc.dedup->duplicates_topic)
+      outputs_[i].duplicate = add_route(i, output_kind::duplicate, *pc.dedup->duplicates_topic);
+    if (pc.heavy_hitters && pc.heavy_hitters->alerts_topic)
+      outputs_[i].alert = add_route(i, output_kind::alert, *pc.heavy_hitters->alerts_topic);
   }
   if (routes_.size() > kMaxRoutes) {
-    throw std::invalid_argument(fmt::format("at most {} output topics over all pipelines", kMaxRoutes));
+    throw std::invalid_argument(
+        fmt::format("at most {} output topics over all pipelines", kMaxRoutes));
   }
   give_up_ = [this] { return stop_ && stop_(); };
   if (!routes_.empty()) {
@@ -75,8 +84,11 @@ processor::processor(const config& cfg, std::vector<pipeline*> pipelines, std::v
     o.properties = cfg.kafka.properties;
     o.topics = sink_topics;
     sink_ = std::make_unique<kafka::sink>(
-        o, [this](std::uint64_t opaque, kafka::error_code err, std::string_view reason) { on_delivery(opaque, err, reason); });
-    logger("kafka")->info("forwarding to {} output topic(s) with an idempotent producer", sink_topics.size());
+        o, [this](std::uint64_t opaque, kafka::error_code err, std::string_view reason) {
+          on_delivery(opaque, err, reason);
+        });
+    logger("kafka")->info("forwarding to {} output topic(s) with an idempotent producer",
+                          sink_topics.size());
   }
   const std::size_t n = pipelines_.size();
   local_.duplicates_forwarded.assign(n, 0);
@@ -113,7 +125,8 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
     std::uint32_t outputs = 0;
     for (std::size_t i : targets) {
       const verdict v = verdicts_[i][cursors_[i]];
-      if ((v == verdict::first_seen && outputs_[i].first_seen) || (v == verdict::duplicate && outputs_[i].duplicate)) {
+      if ((v == verdict::first_seen && outputs_[i].first_seen) ||
+          (v == verdict::duplicate && outputs_[i].duplicate)) {
         ++outputs;
       } else if (v == verdict::skipped && !failure_example_[i].set) {
         failure_example_[i] = {true, r.topic_index, r.partition, r.offset};
@@ -129,8 +142,9 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
       if (v == verdict::duplicate) route_index = outputs_[i].duplicate;
       if (!route_index) continue;
       const route& rt = routes_[*route_index];
-      const kafka::error_code err =
-          sink_->forward(rt.topic, r.native, (static_cast<std::uint64_t>(*route_index) << kRouteShift) | ticket, give_up_);
+      const kafka::error_code err = sink_->forward(
+          rt.topic, r.native, (static_cast<std::uint64_t>(*route_index) << kRouteShift) | ticket,
+          give_up_);
       if (err == kafka::error_code::no_error) continue;
       // queue_full after a stop request: not a failure, the message simply stays
       // undelivered, so its offset is never stored and it is read again after a restart.
@@ -174,16 +188,20 @@ void processor::send_alert(std::size_t p, const sketch::heavy_event& e, std::int
   v += ",\"item\":";
   json::append_string(v, e.item);
   v += fmt::format(",\"estimate\":{},\"ratio\":", e.estimate);
-  json::append_number(v, e.window_items ? static_cast<double>(e.estimate) / static_cast<double>(e.window_items) : 0.0);
+  json::append_number(v, e.window_items
+                             ? static_cast<double>(e.estimate) / static_cast<double>(e.window_items)
+                             : 0.0);
   v += fmt::format(",\"window_items\":{},\"error_bound\":", e.window_items);
   json::append_number(v, error_bound);
   v += ",\"threshold\":";
   json::append_number(v, hh.threshold);
   v += fmt::format(",\"time\":\"{}\",\"timestamp_ms\":{}}}", utc_time(wall_ms), wall_ms);
   const std::size_t route_index = *outputs_[p].alert;
-  const kafka::error_code err = sink_->produce(routes_[route_index].topic, e.item, v, wall_ms,
-                                               static_cast<std::uint64_t>(route_index) << kRouteShift, give_up_);
-  if (err != kafka::error_code::no_error) on_delivery(static_cast<std::uint64_t>(route_index) << kRouteShift, err, kafka::to_string(err));
+  const kafka::error_code err =
+      sink_->produce(routes_[route_index].topic, e.item, v, wall_ms,
+                     static_cast<std::uint64_t>(route_index) << kRouteShift, give_up_);
+  if (err != kafka::error_code::no_error)
+    on_delivery(static_cast<std::uint64_t>(route_index) << kRouteShift, err, kafka::to_string(err));
 }
 
 void processor::on_delivery(std::uint64_t opaque, kafka::error_code err, std::string_view reason) {
@@ -197,11 +215,13 @@ void processor::on_delivery(std::uint64_t opaque, kafka::error_code err, std::st
     }
     ++local_.alert_failures[r.pipeline];
     const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 std::chrono::system_clock::now().time_since_epoch()).count();
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
     if (now - last_alert_warning_ms_ >= kWarningIntervalMs) {
       last_alert_warning_ms_ = now;
-      logger("pipeline")->warn("{}: a heavy-hitter event could not be sent to topic {}: {}", pipelines_[r.pipeline]->name(),
-                               sink_->topic_name(r.topic), reason);
+      logger("pipeline")
+          ->warn("{}: a heavy-hitter event could not be sent to topic {}: {}",
+                 pipelines_[r.pipeline]->name(), sink_->topic_name(r.topic), reason);
     }
     return;
   }
@@ -224,22 +244,24 @@ void processor::forward_failed(const route& r, kafka::error_code err, std::strin
   if (ticket) tracker_.report(*ticket, false);
   if (!failure_.empty()) return;
   const auto& at = tracker_.first_failure();
-  failure_ = fmt::format("pipeline {}: forwarding to topic {} failed ({}: {}); consumption stopped at topic {} "
-                         "partition {} offset {}, which will be read again after a restart",
-                         pipelines_[r.pipeline]->name(), sink_->topic_name(r.topic), kafka::to_string(err), reason,
-                         topics_[at.topic_index], at.partition, at.offset);
+  failure_ = fmt::format(
+      "pipeline {}: forwarding to topic {} failed ({}: {}); consumption stopped at topic {} "
+      "partition {} offset {}, which will be read again after a restart",
+      pipelines_[r.pipeline]->name(), sink_->topic_name(r.topic), kafka::to_string(err), reason,
+      topics_[at.topic_index], at.partition, at.offset);
   logger("pipeline")->error("{}", failure_);
 }
 
 void processor::drain(std::vector<kafka::partition_offset>& out) {
-  tracker_.drain_committable([&](std::size_t topic_index, std::int32_t partition, std::int64_t next) {
-    if (next < 0) return;
-    const auto key = std::make_pair(topic_index, partition);
-    const auto it = positions_.find(key);
-    if (it == positions_.end()) return;  // revoked meanwhile
-    it->second = next;
-    out.push_back({topic_index, partition, next});
-  });
+  tracker_.drain_committable(
+      [&](std::size_t topic_index, std::int32_t partition, std::int64_t next) {
+        if (next < 0) return;
+        const auto key = std::make_pair(topic_index, partition);
+        const auto it = positions_.find(key);
+        if (it == positions_.end()) return;  // revoked meanwhile
+        it->second = next;
+        out.push_back({topic_index, partition, next});
+      });
 }
 
 void processor::poll(std::vector<kafka::partition_offset>& out) {
@@ -248,7 +270,8 @@ void processor::poll(std::vector<kafka::partition_offset>& out) {
   publish(false);
 }
 
-bool processor::flush(std::chrono::milliseconds timeout, std::vector<kafka::partition_offset>& out) {
+bool processor::flush(std::chrono::milliseconds timeout,
+                      std::vector<kafka::partition_offset>& out) {
   const bool done = !sink_ || sink_->flush(timeout);
   drain(out);
   publish(false);
@@ -270,7 +293,8 @@ void processor::revoked(std::span<const kafka::topic_partition> partitions) {
 }
 
 void processor::restore_positions(const std::vector<kafka::partition_offset>& positions) {
-  for (const auto& p : positions) restored_[std::make_pair(p.topic_index, p.partition)] = p.next_offset;
+  for (const auto& p : positions)
+    restored_[std::make_pair(p.topic_index, p.partition)] = p.next_offset;
 }
 
 std::optional<std::int64_t> processor::take_restored_position(const kafka::topic_partition& tp) {
@@ -293,11 +317,14 @@ std::vector<kafka::partition_offset> processor::positions() const {
   return out;
 }
 
-std::optional<std::string> processor::fatal_error() const { return sink_ ? sink_->fatal_error() : std::nullopt; }
+std::optional<std::string> processor::fatal_error() const {
+  return sink_ ? sink_->fatal_error() : std::nullopt;
+}
 
 void processor::warn_extract_failures(std::int64_t wall_ms) {
   for (std::size_t i = 0; i < pipelines_.size(); ++i) {
-    if (!failure_example_[i].set || wall_ms - last_failure_warning_ms_[i] < kWarningIntervalMs) continue;
+    if (!failure_example_[i].set || wall_ms - last_failure_warning_ms_[i] < kWarningIntervalMs)
+      continue;
     const pipeline_counters c = pipelines_[i]->counters();
     std::string reasons;
     std::uint64_t total = 0;
@@ -305,12 +332,17 @@ void processor::warn_extract_failures(std::int64_t wall_ms) {
       const std::uint64_t n = c.failures[r] - failures_warned_[i][r];
       if (n == 0) continue;
       total += n;
-      reasons += fmt::format("{}{} {}", reasons.empty() ? "" : ", ", n, to_string(static_cast<extract_failure>(r)));
+      reasons += fmt::format("{}{} {}", reasons.empty() ? "" : ", ", n,
+                             to_string(static_cast<extract_failure>(r)));
     }
     const failure_example& ex = failure_example_[i];
     if (total > 0) {
-      logger("pipeline")->warn("{}: skipped {} message(s) without a usable item ({}); one is at topic {} partition {} offset {}",
-                               pipelines_[i]->name(), total, reasons, topics_[ex.topic_index], ex.partition, ex.offset);
+      logger("pipeline")
+          ->warn(
+              "{}: skipped {} message(s) without a usable item ({}); one is at topic {} partition "
+              "{} offset {}",
+              pipelines_[i]->name(), total, reasons, topics_[ex.topic_index], ex.partition,
+              ex.offset);
     }
     failures_warned_[i] = c.failures;
     failure_example_[i] = {};
@@ -330,17 +362,24 @@ void processor::collect(std::vector<metrics::metric_family>& out) const {
   using metrics::metric_family;
   using metrics::metric_type;
   metric_family dups{"sketchd_dedup_duplicates_forwarded_total",
-                     "Duplicate events delivered to the pipeline's dedup.duplicates_topic.", metric_type::counter, {}};
+                     "Duplicate events delivered to the pipeline's dedup.duplicates_topic.",
+                     metric_type::counter,
+                     {}};
   metric_family sent{"sketchd_heavy_hitter_alerts_sent_total",
-                     "Heavy-hitter events (an item entering or leaving the heavy set) delivered to heavy_hitters.alerts_topic.",
-                     metric_type::counter, {}};
-  metric_family failed_alerts{"sketchd_heavy_hitter_alert_failures_total",
-                              "Heavy-hitter events that could not be delivered to heavy_hitters.alerts_topic.",
-                              metric_type::counter, {}};
+                     "Heavy-hitter events (an item entering or leaving the heavy set) delivered to "
+                     "heavy_hitters.alerts_topic.",
+                     metric_type::counter,
+                     {}};
+  metric_family failed_alerts{
+      "sketchd_heavy_hitter_alert_failures_total",
+      "Heavy-hitter events that could not be delivered to heavy_hitters.alerts_topic.",
+      metric_type::counter,
+      {}};
   std::lock_guard lock(mutex_);
   for (std::size_t i = 0; i < pipelines_.size(); ++i) {
     const std::vector<metrics::label> p{{"pipeline", pipelines_[i]->name()}};
-    if (outputs_[i].duplicate) dups.samples.push_back({p, static_cast<double>(published_.duplicates_forwarded[i])});
+    if (outputs_[i].duplicate)
+      dups.samples.push_back({p, static_cast<double>(published_.duplicates_forwarded[i])});
     if (outputs_[i].alert) {
       sent.samples.push_back({p, static_cast<double>(published_.alerts_sent[i])});
       failed_alerts.samples.push_back({p, static_cast<double>(published_.alert_failures[i])});
@@ -358,8 +397,10 @@ void processor::collect(std::vector<metrics::metric_family>& out) const {
                  metric_type::gauge,
                  {{{}, static_cast<double>(sink_ ? sink_->in_flight() : 0)}}});
   out.push_back({"sketchd_consumption_stopped",
-                 "1 when consumption stopped after a final forwarding failure (see /readyz and the log); 0 otherwise.",
-                 metric_type::gauge, {{{}, stopped_ ? 1.0 : 0.0}}});
+                 "1 when consumption stopped after a final forwarding failure (see /readyz and the "
+                 "log); 0 otherwise.",
+                 metric_type::gauge,
+                 {{{}, stopped_ ? 1.0 : 0.0}}});
 }
 
 }  // namespace sketchd

@@ -69,7 +69,8 @@ class processor {
   void restore_positions(const std::vector<kafka::partition_offset>& positions);
   // The start offset of a partition restored from a snapshot, once: later assignments of
   // it start at the committed offset.
-  [[nodiscard]] std::optional<std::int64_t> take_restored_position(const kafka::topic_partition& tp);
+  [[nodiscard]] std::optional<std::int64_t> take_restored_position(
+      const kafka::topic_partition& tp);
 
   // Every output acknowledged and no failure: the pipelines' state reflects exactly the
   // messages before positions(), and all of their outputs are delivered.

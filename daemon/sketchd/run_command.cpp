@@ -57,7 +57,8 @@ extern "C" void on_stop_signal(int signal) {
 }
 
 std::int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -66,7 +67,8 @@ std::set<std::string> topics_of(const config& c) {
   std::set<std::string> topics;
   for (const auto& p : c.pipelines) {
     topics.insert(p.topics.begin(), p.topics.end());
-    if (p.heavy_hitters && p.heavy_hitters->alerts_topic) topics.insert(*p.heavy_hitters->alerts_topic);
+    if (p.heavy_hitters && p.heavy_hitters->alerts_topic)
+      topics.insert(*p.heavy_hitters->alerts_topic);
     if (p.dedup && p.dedup->output_topic) topics.insert(*p.dedup->output_topic);
     if (p.dedup && p.dedup->duplicates_topic) topics.insert(*p.dedup->duplicates_topic);
   }
@@ -118,17 +120,22 @@ std::vector<std::unique_ptr<pipeline>> make_pipelines(const config& cfg) {
 // Restores the pipelines and their input positions from the snapshot of state.dir, if
 // there is one. A corrupt snapshot, or one made under another configuration, stops the
 // start (returns false) unless state.discard_incompatible_snapshot sets it aside.
-bool restore(const config& cfg, state::store& store, std::vector<std::unique_ptr<pipeline>>& pipelines,
+bool restore(const config& cfg, state::store& store,
+             std::vector<std::unique_ptr<pipeline>>& pipelines,
              std::vector<state::partition_offset>& positions) {
   auto log = spdlog::default_logger();
   const auto refuse_or_discard = [&](const std::string& problem) {
     if (!cfg.state.discard_incompatible_snapshot) {
-      log->critical("{}; not starting. To set this snapshot aside and start with empty windows, set "
-                    "state.discard_incompatible_snapshot: true",
-                    problem);
+      log->critical(
+          "{}; not starting. To set this snapshot aside and start with empty windows, set "
+          "state.discard_incompatible_snapshot: true",
+          problem);
       return false;
     }
-    log->warn("{}; setting it aside (state.discard_incompatible_snapshot) and starting with empty windows", problem);
+    log->warn(
+        "{}; setting it aside (state.discard_incompatible_snapshot) and starting with empty "
+        "windows",
+        problem);
     store.set_aside(problem);
     pipelines = make_pipelines(cfg);
     positions.clear();
@@ -146,25 +153,29 @@ bool restore(const config& cfg, state::store& store, std::vector<std::unique_ptr
   }
   std::set<std::string> restored;
   for (const auto& [name, blob] : snap->pipelines) {
-    auto it = std::find_if(pipelines.begin(), pipelines.end(), [&](const auto& p) { return p->name() == name; });
+    auto it = std::find_if(pipelines.begin(), pipelines.end(),
+                           [&](const auto& p) { return p->name() == name; });
     if (it == pipelines.end()) {
-      log->warn("snapshot {}: pipeline {} is no longer configured; its state is dropped", store.path(), name);
+      log->warn("snapshot {}: pipeline {} is no longer configured; its state is dropped",
+                store.path(), name);
       continue;
     }
     try {
       (*it)->restore_state(blob);
     } catch (const std::exception& e) {
-      return refuse_or_discard(
-          fmt::format("snapshot {} does not fit pipeline {} as configured: {}", store.path(), name, e.what()));
+      return refuse_or_discard(fmt::format("snapshot {} does not fit pipeline {} as configured: {}",
+                                           store.path(), name, e.what()));
     }
     restored.insert(name);
   }
   for (const auto& p : pipelines) {
-    if (!restored.count(p->name())) log->info("pipeline {} is not in the snapshot: its windows start empty", p->name());
+    if (!restored.count(p->name()))
+      log->info("pipeline {} is not in the snapshot: its windows start empty", p->name());
   }
   positions = snap->offsets;
   log->info("restored snapshot {} of {} ({} pipeline(s), {} partition position(s))", store.path(),
-            fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", fmt::gmtime(static_cast<std::time_t>(snap->created_ms / 1000))),
+            fmt::format("{:%Y-%m-%d %H:%M:%S} UTC",
+                        fmt::gmtime(static_cast<std::time_t>(snap->created_ms / 1000))),
             restored.size(), positions.size());
   return true;
 }
@@ -252,7 +263,8 @@ int run(const config& cfg) {
   so.poll_timeout_ms = static_cast<std::int32_t>(cfg.kafka.poll_timeout.count());
   for (const auto& p : pipelines) {
     for (const auto& t : p->config().topics) {
-      if (std::find(so.topics.begin(), so.topics.end(), t) == so.topics.end()) so.topics.push_back(t);
+      if (std::find(so.topics.begin(), so.topics.end(), t) == so.topics.end())
+        so.topics.push_back(t);
     }
   }
 
@@ -262,7 +274,8 @@ int run(const config& cfg) {
     for (const auto& o : restored_positions) {
       const auto it = std::find(so.topics.begin(), so.topics.end(), o.topic);
       if (it != so.topics.end()) {
-        positions.push_back({static_cast<std::size_t>(it - so.topics.begin()), o.partition, o.next_offset});
+        positions.push_back(
+            {static_cast<std::size_t>(it - so.topics.begin()), o.partition, o.next_offset});
       }
     }
     proc.restore_positions(positions);
@@ -273,15 +286,20 @@ int run(const config& cfg) {
   snapshot_stats snapshots;
   counters.consumed_by_topic.assign(so.topics.size(), 0);
   registry.add([](std::vector<metrics::metric_family>& out) {
-    out.push_back({"sketchd_build_info", "sketchd's version and source revision; always 1.", metrics::metric_type::gauge,
+    out.push_back({"sketchd_build_info",
+                   "sketchd's version and source revision; always 1.",
+                   metrics::metric_type::gauge,
                    {{{{"version", SKETCHD_VERSION}, {"revision", SKETCHD_REVISION}}, 1}}});
   });
   registry.add([&counters, &so](std::vector<metrics::metric_family>& out) {
-    metrics::metric_family f{"sketchd_messages_consumed_total", "Messages consumed from Kafka, by topic.",
-                             metrics::metric_type::counter, {}};
+    metrics::metric_family f{"sketchd_messages_consumed_total",
+                             "Messages consumed from Kafka, by topic.",
+                             metrics::metric_type::counter,
+                             {}};
     std::lock_guard lock(counters.mutex);
     for (std::size_t i = 0; i < so.topics.size(); ++i) {
-      f.samples.push_back({{{"topic", so.topics[i]}}, static_cast<double>(counters.consumed_by_topic[i])});
+      f.samples.push_back(
+          {{{"topic", so.topics[i]}}, static_cast<double>(counters.consumed_by_topic[i])});
     }
     out.push_back(std::move(f));
   });
@@ -295,16 +313,25 @@ int run(const config& cfg) {
       using metrics::metric_type;
       std::lock_guard lock(snapshots.mutex);
       out.push_back({"sketchd_snapshot_last_success_timestamp_seconds",
-                     "Unix time of the last snapshot written successfully (0 before the first).", metric_type::gauge,
+                     "Unix time of the last snapshot written successfully (0 before the first).",
+                     metric_type::gauge,
                      {{{}, snapshots.last_success_seconds}}});
-      out.push_back({"sketchd_snapshot_failures_total", "Snapshots that could not be taken or written.",
-                     metric_type::counter, {{{}, static_cast<double>(snapshots.failures)}}});
-      out.push_back({"sketchd_snapshot_duration_seconds", "Time the last snapshot took, delivery wait included.",
-                     metric_type::gauge, {{{}, snapshots.duration_seconds}}});
-      out.push_back({"sketchd_snapshot_size_bytes", "Size of the last snapshot file.", metric_type::gauge,
+      out.push_back({"sketchd_snapshot_failures_total",
+                     "Snapshots that could not be taken or written.",
+                     metric_type::counter,
+                     {{{}, static_cast<double>(snapshots.failures)}}});
+      out.push_back({"sketchd_snapshot_duration_seconds",
+                     "Time the last snapshot took, delivery wait included.",
+                     metric_type::gauge,
+                     {{{}, snapshots.duration_seconds}}});
+      out.push_back({"sketchd_snapshot_size_bytes",
+                     "Size of the last snapshot file.",
+                     metric_type::gauge,
                      {{{}, snapshots.size_bytes}}});
-      out.push_back({"sketchd_snapshot_interval_seconds", "state.snapshot_interval: how often a snapshot is taken.",
-                     metric_type::gauge, {{{}, interval}}});
+      out.push_back({"sketchd_snapshot_interval_seconds",
+                     "state.snapshot_interval: how often a snapshot is taken.",
+                     metric_type::gauge,
+                     {{{}, interval}}});
     });
   }
   registry.add(metrics::collect_process_metrics);
@@ -312,9 +339,10 @@ int run(const config& cfg) {
   readiness ready;
   http_server http(cfg.http, registry, readers, ready);
   const int port = http.start();
-  spdlog::get("http")->info("serving /metrics, /healthz, /readyz and /api/v1 on http://{}:{}",
-                            cfg.http.host.find(':') != std::string::npos ? "[" + cfg.http.host + "]" : cfg.http.host,
-                            port);
+  spdlog::get("http")->info(
+      "serving /metrics, /healthz, /readyz and /api/v1 on http://{}:{}",
+      cfg.http.host.find(':') != std::string::npos ? "[" + cfg.http.host + "]" : cfg.http.host,
+      port);
 
   kafka::source source(so);
   std::vector<kafka::partition_offset> to_store;
@@ -340,11 +368,14 @@ int run(const config& cfg) {
     proc.revoked(revoked);
   });
   registry.add([&source](std::vector<metrics::metric_family>& out) {
-    metrics::metric_family f{"sketchd_kafka_consumer_lag_messages",
-                             "Messages between the group's committed offset and the end of each assigned partition.",
-                             metrics::metric_type::gauge, {}};
+    metrics::metric_family f{
+        "sketchd_kafka_consumer_lag_messages",
+        "Messages between the group's committed offset and the end of each assigned partition.",
+        metrics::metric_type::gauge,
+        {}};
     for (const auto& l : source.lag()) {
-      f.samples.push_back({{{"topic", l.topic}, {"partition", std::to_string(l.partition)}}, static_cast<double>(l.lag)});
+      f.samples.push_back({{{"topic", l.topic}, {"partition", std::to_string(l.partition)}},
+                           static_cast<double>(l.lag)});
     }
     out.push_back(std::move(f));
     metrics::metric_family up{"sketchd_kafka_brokers_up",
@@ -362,7 +393,8 @@ int run(const config& cfg) {
                    {{{}, static_cast<double>(source.consume_errors())}}});
   });
   log->info("consuming {} topic(s) as group {} from {}", so.topics.size(), so.group_id, bootstrap);
-  for (const auto& [k, v] : cfg.kafka.properties) log->debug("kafka property {} = {}", k, redact_property(k, v));
+  for (const auto& [k, v] : cfg.kafka.properties)
+    log->debug("kafka property {} = {}", k, redact_property(k, v));
 
   // Delivers everything in flight, then writes the pipelines' state with the positions it
   // reflects. Skipped (and counted as a failure) when some output is not delivered. A
@@ -401,7 +433,8 @@ int run(const config& cfg) {
     for (const auto& p : pipelines) snap.pipelines.emplace_back(p->name(), p->save_state());
     try {
       const auto written = store->write(snap);
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       log->debug("snapshot written: {} bytes in {:.3f} s", written.bytes, seconds);
       std::lock_guard lock(snapshots.mutex);
       snapshots.last_success_seconds = static_cast<double>(snap.created_ms) / 1000.0;
@@ -468,7 +501,8 @@ int run(const config& cfg) {
       const double seconds = std::chrono::duration<double>(t - last_summary).count();
       for (std::size_t i = 0; i < pipelines.size(); ++i) {
         const pipeline_summary s = pipelines[i]->summary();
-        pipeline_log->info("{}", summary_line(s, static_cast<double>(s.items - items_at_summary[i]) / seconds));
+        pipeline_log->info(
+            "{}", summary_line(s, static_cast<double>(s.items - items_at_summary[i]) / seconds));
         items_at_summary[i] = s.items;
       }
       last_summary = t;
@@ -499,7 +533,9 @@ int run(const config& cfg) {
     } else {
       to_store.clear();
       if (!proc.flush(std::chrono::seconds(10), to_store)) {
-        log->warn("outputs still undelivered at shutdown: their input messages will be read again after a restart");
+        log->warn(
+            "outputs still undelivered at shutdown: their input messages will be read again after "
+            "a restart");
       }
       source.store_offsets(to_store);
     }

@@ -235,10 +235,10 @@ blocked_bloom_filter::blocked_bloom_filter(std::uint64_t bits, std::uint64_t see
 void blocked_bloom_filter::test_and_insert(std::span<const hash128> hashes,
                                            std::span<bool> present) noexcept {
   const std::size_t n = std::min(hashes.size(), present.size());
-  bits_set_ += avx2_ ? test_and_insert_batch_avx2(words_.data(), blocks_, hashes.data(),
-                                                  present.data(), n)
-                     : test_and_insert_batch_scalar(words_.data(), blocks_, hashes.data(),
-                                                    present.data(), n);
+  bits_set_ +=
+      avx2_
+          ? test_and_insert_batch_avx2(words_.data(), blocks_, hashes.data(), present.data(), n)
+          : test_and_insert_batch_scalar(words_.data(), blocks_, hashes.data(), present.data(), n);
 }
 
 void blocked_bloom_filter::insert(hash128 h) noexcept {
@@ -404,7 +404,7 @@ std::size_t bit_array_alignment(std::size_t bytes) noexcept {
 
 void* allocate_bit_array(std::size_t bytes) {
   const std::size_t align = bit_array_alignment(bytes);
-  void* p = ::operator new(bytes, std::align_val_t{align});
+  void* p = ::operator new (bytes, std::align_val_t{align});
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   // Advice only: where transparent huge pages are disabled it fails, and 4 KiB pages serve.
   if (align == kHugePageBytes) static_cast<void>(::madvise(p, bytes, MADV_HUGEPAGE));
@@ -414,7 +414,7 @@ void* allocate_bit_array(std::size_t bytes) {
 
 void free_bit_array(void* p, std::size_t bytes) noexcept {
   const std::size_t align = bit_array_alignment(bytes);
-  ::operator delete(p, std::align_val_t{align});
+  ::operator delete (p, std::align_val_t{align});
 }
 
 }  // namespace detail

@@ -45,8 +45,8 @@ inline constexpr std::uint32_t kBlockedBloomSalt[8] = {0x47b6137bU, 0x44974d91U,
 // the caller. Both versions are branch-free: they always store old | mask (the line is loaded
 // anyway) and return the number of bits newly set (0..8; 0 means the item was present), so a
 // stream that mixes new items and duplicates costs no mispredicted branch.
-[[nodiscard]] inline std::uint32_t blocked_bloom_test_and_insert_scalar(std::uint32_t* block,
-                                                                        std::uint32_t key) noexcept {
+[[nodiscard]] inline std::uint32_t blocked_bloom_test_and_insert_scalar(
+    std::uint32_t* block, std::uint32_t key) noexcept {
   std::uint32_t added = 0;
   for (int i = 0; i < 8; ++i) {
     const std::uint32_t bit = std::uint32_t{1} << ((key * kBlockedBloomSalt[i]) >> 27);

@@ -110,19 +110,19 @@ bool bloom_filter::compatible(const bloom_filter& other) const noexcept {
 
 void bloom_filter::require_compatible(const bloom_filter& other, const char* operation) const {
   if (bits_ != other.bits_) {
-    throw std::invalid_argument(fmt::format(
-        "bloom_filter::{}: incompatible filters: bits differ ({} vs {})", operation, bits_,
-        other.bits_));
+    throw std::invalid_argument(
+        fmt::format("bloom_filter::{}: incompatible filters: bits differ ({} vs {})", operation,
+                    bits_, other.bits_));
   }
   if (hashes_ != other.hashes_) {
-    throw std::invalid_argument(fmt::format(
-        "bloom_filter::{}: incompatible filters: hashes differ ({} vs {})", operation,
-        hashes_, other.hashes_));
+    throw std::invalid_argument(
+        fmt::format("bloom_filter::{}: incompatible filters: hashes differ ({} vs {})", operation,
+                    hashes_, other.hashes_));
   }
   if (seed_ != other.seed_) {
-    throw std::invalid_argument(fmt::format(
-        "bloom_filter::{}: incompatible filters: seeds differ ({:#x} vs {:#x})", operation,
-        seed_, other.seed_));
+    throw std::invalid_argument(
+        fmt::format("bloom_filter::{}: incompatible filters: seeds differ ({:#x} vs {:#x})",
+                    operation, seed_, other.seed_));
   }
 }
 

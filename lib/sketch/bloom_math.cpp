@@ -20,7 +20,7 @@ constexpr double kMaxSuggestedBits = 9223372036854775808.0;  // 2^63
 //   (1 - (1 - 1/m)^{kn})^k <= p  ⇔  (1 - 1/m)^{kn} >= 1 - p^{1/k}
 //                                ⇔  1/m <= 1 - exp(ln(1 - p^{1/k}) / (kn)).
 double least_bits(double n, double p, double k) {
-  const double root = std::exp(std::log(p) / k);                 // p^{1/k}
+  const double root = std::exp(std::log(p) / k);                  // p^{1/k}
   const double inv_m = -std::expm1(std::log1p(-root) / (k * n));  // upper bound on 1/m
   double m = std::max(1.0, std::ceil(1.0 / inv_m));
   // Rounding may leave m a few units short: step up by one bit (or one representable
@@ -31,9 +31,7 @@ double least_bits(double n, double p, double k) {
 
 }  // namespace
 
-double optimal_bits(double n, double p) noexcept {
-  return -n * std::log(p) / (kLn2 * kLn2);
-}
+double optimal_bits(double n, double p) noexcept { return -n * std::log(p) / (kLn2 * kLn2); }
 
 std::uint32_t optimal_hashes(double bits_per_item) noexcept {
   const double k = std::round(bits_per_item * kLn2);
@@ -42,9 +40,7 @@ std::uint32_t optimal_hashes(double bits_per_item) noexcept {
   return k >= kMax ? std::numeric_limits<std::uint32_t>::max() : static_cast<std::uint32_t>(k);
 }
 
-double fpr(double m, double n, double k) noexcept {
-  return std::pow(-std::expm1(-k * n / m), k);
-}
+double fpr(double m, double n, double k) noexcept { return std::pow(-std::expm1(-k * n / m), k); }
 
 double fpr_exact(double m, double n, double k) noexcept {
   if (n <= 0) return 0.0;
@@ -75,8 +71,8 @@ sizing suggest_classic(std::uint64_t n, double p) {
   const auto items = static_cast<double>(n);
   const double base = std::ceil(optimal_bits(items, p));
   if (!(base < kMaxSuggestedBits)) {
-    throw std::invalid_argument(fmt::format(
-        "bloom sizing: n = {} items at p = {} need more than 2^63 bits", n, p));
+    throw std::invalid_argument(
+        fmt::format("bloom sizing: n = {} items at p = {} need more than 2^63 bits", n, p));
   }
 
   // Candidate k: the integers around (m/n) ln 2, within [1, kMaxHashes]. The exact FPR is
@@ -93,8 +89,8 @@ sizing suggest_classic(std::uint64_t n, double p) {
   }
   const double m = std::max(base, needed);
   if (!(m < kMaxSuggestedBits)) {
-    throw std::invalid_argument(fmt::format(
-        "bloom sizing: n = {} items at p = {} need more than 2^63 bits", n, p));
+    throw std::invalid_argument(
+        fmt::format("bloom sizing: n = {} items at p = {} need more than 2^63 bits", n, p));
   }
 
   sizing result;

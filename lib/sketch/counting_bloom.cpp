@@ -15,8 +15,8 @@ std::uint64_t cell_count(std::uint64_t counters) { return (counters + 1) / 2; }
 // Validates the parameters before anything is allocated; returns the number of bytes.
 std::uint64_t checked_cells(std::uint64_t counters, std::uint32_t hashes) {
   if (counters < 1 || counters > counting_bloom_filter::kMaxCounters) {
-    throw std::invalid_argument(fmt::format(
-        "counting_bloom_filter: counters must be in [1, 2^40] (got {})", counters));
+    throw std::invalid_argument(
+        fmt::format("counting_bloom_filter: counters must be in [1, 2^40] (got {})", counters));
   }
   if (hashes < 1 || hashes > counting_bloom_filter::kMaxHashes) {
     throw std::invalid_argument(

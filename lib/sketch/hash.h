@@ -46,8 +46,7 @@ __extension__ using uint128 = unsigned __int128;  // GCC and Clang on 64-bit tar
 // Not thread-safe; a value type used on the stack.
 class index_sequence {
  public:
-  index_sequence(hash128 h, std::uint64_t range) noexcept
-      : g_(h.low), b_(h.high), range_(range) {}
+  index_sequence(hash128 h, std::uint64_t range) noexcept : g_(h.low), b_(h.high), range_(range) {}
 
   [[nodiscard]] std::uint64_t next() noexcept {
     const std::uint64_t index = reduce(g_, range_);

@@ -237,12 +237,12 @@ class rolling_bloom {
   // B·G blocks of 8 words, interleaved by ring slot (see the layout); generation g is
   // slot(g).
   std::vector<std::uint32_t, detail::bit_array_allocator<std::uint32_t>> words_;
-  std::vector<std::uint64_t> bits_set_;     // by ring slot
-  bool avx2_;                               // the AVX2 probes (simd_path)
-  std::vector<std::int64_t> start_ms_;      // by ring slot
-  std::vector<std::uint64_t> inserted_;     // by ring slot
-  std::size_t newest_ = 0;                  // ring slot of generation 0
-  std::size_t live_ = 0;                    // 0 until the first time passed, then 1..G
+  std::vector<std::uint64_t> bits_set_;  // by ring slot
+  bool avx2_;                            // the AVX2 probes (simd_path)
+  std::vector<std::int64_t> start_ms_;   // by ring slot
+  std::vector<std::uint64_t> inserted_;  // by ring slot
+  std::size_t newest_ = 0;               // ring slot of generation 0
+  std::size_t live_ = 0;                 // 0 until the first time passed, then 1..G
   std::uint64_t rotations_by_time_ = 0;
   std::uint64_t rotations_by_capacity_ = 0;
 };

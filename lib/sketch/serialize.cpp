@@ -7,13 +7,20 @@ namespace sketch {
 
 const char* to_string(structure_type type) noexcept {
   switch (type) {
-    case structure_type::bloom_filter: return "bloom filter";
-    case structure_type::blocked_bloom_filter: return "blocked bloom filter";
-    case structure_type::counting_bloom_filter: return "counting bloom filter";
-    case structure_type::count_min_sketch: return "count-min sketch";
-    case structure_type::top_k: return "top-k tracker";
-    case structure_type::rolling_count_min: return "rolling count-min sketch";
-    case structure_type::rolling_bloom: return "rolling bloom filter";
+    case structure_type::bloom_filter:
+      return "bloom filter";
+    case structure_type::blocked_bloom_filter:
+      return "blocked bloom filter";
+    case structure_type::counting_bloom_filter:
+      return "counting bloom filter";
+    case structure_type::count_min_sketch:
+      return "count-min sketch";
+    case structure_type::top_k:
+      return "top-k tracker";
+    case structure_type::rolling_count_min:
+      return "rolling count-min sketch";
+    case structure_type::rolling_bloom:
+      return "rolling bloom filter";
   }
   return "unknown structure";
 }
@@ -36,8 +43,7 @@ std::string record_writer::finish() && {
   return std::move(out_);
 }
 
-record_reader::record_reader(std::string_view input, structure_type expected)
-    : type_(expected) {
+record_reader::record_reader(std::string_view input, structure_type expected) : type_(expected) {
   const char* what = to_string(expected);
   if (input.size() < kHeaderSize + kTrailerSize) {
     throw format_error(fmt::format("{}: input of {} bytes is truncated (a record has at least {})",
@@ -89,8 +95,8 @@ const char* record_reader::take(std::size_t size) {
 
 void record_reader::done() const {
   if (pos_ != payload_.size()) {
-    throw format_error(fmt::format("{}: {} payload bytes left unread", to_string(type_),
-                                   payload_.size() - pos_));
+    throw format_error(
+        fmt::format("{}: {} payload bytes left unread", to_string(type_), payload_.size() - pos_));
   }
 }
 

@@ -55,7 +55,8 @@ top_k_tracker::top_k_tracker(std::uint32_t k, double phi, std::uint32_t capacity
 }
 
 bool top_k_tracker::is_heavy(std::uint64_t estimate, std::uint64_t n) const noexcept {
-  return estimate >= kMinHeavyEstimate && static_cast<double>(estimate) >= phi_ * static_cast<double>(n);
+  return estimate >= kMinHeavyEstimate &&
+         static_cast<double>(estimate) >= phi_ * static_cast<double>(n);
 }
 
 bool top_k_tracker::stays_heavy(std::uint64_t estimate, std::uint64_t n) const noexcept {

@@ -176,9 +176,9 @@ class top_k_tracker {
   std::vector<slot> slots_;               // capacity; slots [0, size_) are in use
   std::vector<std::uint64_t> estimates_;  // capacity: slot s's last estimate, > 0 when in use
   std::vector<char> bytes_;               // capacity × kMaxItemBytes: slot s at s·kMaxItemBytes
-  std::vector<std::uint32_t> index_;  // linear probing on the hash: slot number or kEmpty
-  std::vector<event_record> events_;  // ring buffer
-  std::size_t event_head_ = 0;        // oldest event
+  std::vector<std::uint32_t> index_;      // linear probing on the hash: slot number or kEmpty
+  std::vector<event_record> events_;      // ring buffer
+  std::size_t event_head_ = 0;            // oldest event
   std::size_t event_count_ = 0;
   std::uint64_t dropped_events_ = 0;
   std::uint64_t seed_;

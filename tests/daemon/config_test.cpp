@@ -857,8 +857,11 @@ TEST(ConfigValues, SubstitutionErrorsGiveTheOffsetOfTheirDollarBrace) {
       {"a ${UNSET}", 2,
        "environment variable UNSET is not set (write ${UNSET:-default} to give a default)"},
       {"${HOST}-${HOST", 8, "unterminated \"${\" (write \"$$\" for a literal \"$\")"},
-      {"$${HOST} ${1X}", 9, "invalid variable name \"1X\" in \"${1X}\" (letters, digits and _, not starting with a digit)"},
-      {"${}", 0, "invalid variable name \"\" in \"${}\" (letters, digits and _, not starting with a digit)"},
+      {"$${HOST} ${1X}", 9,
+       "invalid variable name \"1X\" in \"${1X}\" (letters, digits and _, not starting with a "
+       "digit)"},
+      {"${}", 0,
+       "invalid variable name \"\" in \"${}\" (letters, digits and _, not starting with a digit)"},
       {"${UNSET_A:-${UNSET_B}}", 11,
        "nested \"${…}\" in the default of ${UNSET_A} is not supported (a default is plain "
        "text; \"$$\" in it is a literal \"$\")"},

@@ -55,9 +55,9 @@ TEST(Extractor, PointerFollowsRfc6901) {
   EXPECT_EQ(at("/arr/01"), "failure: missing_field");  // not an index
   EXPECT_EQ(at("/arr/-"), "failure: missing_field");   // past the end
   EXPECT_EQ(at("/arr/x"), "failure: missing_field");
-  EXPECT_EQ(at("/n/0"), "failure: missing_field");     // into a scalar
+  EXPECT_EQ(at("/n/0"), "failure: missing_field");  // into a scalar
   EXPECT_EQ(at("/a"), "failure: not_scalar");
-  EXPECT_EQ(at(""), "failure: not_scalar");            // the whole document
+  EXPECT_EQ(at(""), "failure: not_scalar");  // the whole document
   extractor whole({item_source::json, "", "", 1024});
   EXPECT_EQ(run(whole, R"("just a string")").item, "just a string");
   EXPECT_EQ(run(whole, "17").item, "17");

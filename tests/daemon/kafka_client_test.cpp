@@ -1,12 +1,12 @@
 // Building librdkafka clients from the user's properties, and the errors that come out:
 // messages name the property and the context, never a property's value.
-#include "sketchd/kafka/client.h"
-#include "sketchd/kafka/error.h"
-
 #include <gtest/gtest.h>
 
 #include <string>
 #include <string_view>
+
+#include "sketchd/kafka/client.h"
+#include "sketchd/kafka/error.h"
 
 namespace sketchd::kafka {
 namespace {

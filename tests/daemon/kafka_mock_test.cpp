@@ -1,8 +1,5 @@
 // The embedded broker: librdkafka's mock cluster behind sketchd::kafka::mock_cluster,
 // reached by plain librdkafka clients over loopback.
-#include "sketchd/kafka/client.h"
-#include "sketchd/kafka/mock_cluster.h"
-
 #include <gtest/gtest.h>
 
 #include <array>
@@ -15,6 +12,9 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "sketchd/kafka/client.h"
+#include "sketchd/kafka/mock_cluster.h"
 
 namespace sketchd::kafka {
 namespace {
@@ -236,7 +236,9 @@ TEST(MockCluster, DownBrokerTimesDeliveriesOutUntilItIsUpAgain) {
   // second message's 1 s timeout does not race the reconnection on a loaded machine.
   const rd_kafka_metadata_t* metadata = nullptr;
   for (int attempt = 0; attempt < 20; ++attempt) {
-    if (rd_kafka_metadata(producer.get(), 0, nullptr, &metadata, 1000) == RD_KAFKA_RESP_ERR_NO_ERROR) break;
+    if (rd_kafka_metadata(producer.get(), 0, nullptr, &metadata, 1000) ==
+        RD_KAFKA_RESP_ERR_NO_ERROR)
+      break;
     metadata = nullptr;
   }
   ASSERT_NE(metadata, nullptr) << "the producer did not reconnect within 20 s";

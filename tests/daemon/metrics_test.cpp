@@ -10,9 +10,13 @@ namespace {
 TEST(LabelCleaning, KeepsValidUtf8AndReplacesInvalidBytes) {
   EXPECT_EQ(clean_label_value("plain"), "plain");
   EXPECT_EQ(clean_label_value("caf\xc3\xa9"), "caf\xc3\xa9");
-  EXPECT_EQ(clean_label_value("a\xff" "b"), "a\xef\xbf\xbd" "b");
+  EXPECT_EQ(clean_label_value("a\xff"
+                              "b"),
+            "a\xef\xbf\xbd"
+            "b");
   EXPECT_EQ(clean_label_value("\xc0\xaf"), "\xef\xbf\xbd\xef\xbf\xbd");  // overlong '/'
-  EXPECT_EQ(clean_label_value("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // surrogate
+  EXPECT_EQ(clean_label_value("\xed\xa0\x80"),
+            "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");                     // surrogate
   EXPECT_EQ(clean_label_value("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");  // emoji
 }
 
@@ -35,8 +39,8 @@ TEST(LogLines, ItemsCannotBreakALine) {
 }
 
 TEST(Exposition, EscapesLabelValuesAndHelp) {
-  std::vector<metric_family> f{{"m", "a\\b\nc", metric_type::counter,
-                                {{{{"item", "q\"b\\s\nn"}}, 3}, {{}, 0.25}}}};
+  std::vector<metric_family> f{
+      {"m", "a\\b\nc", metric_type::counter, {{{{"item", "q\"b\\s\nn"}}, 3}, {{}, 0.25}}}};
   EXPECT_EQ(serialize_text(f),
             "# HELP m a\\\\b\\nc\n# TYPE m counter\nm{item=\"q\\\"b\\\\s\\nn\"} 3\nm 0.25\n");
 }

@@ -125,7 +125,8 @@ TEST(OffsetTracker, RandomOrderMatchesTheDefinition) {
     ++messages[r].acked;
     std::int64_t expected = 0;
     while (expected < static_cast<std::int64_t>(messages.size()) &&
-           messages[static_cast<std::size_t>(expected)].acked == messages[static_cast<std::size_t>(expected)].outputs) {
+           messages[static_cast<std::size_t>(expected)].acked ==
+               messages[static_cast<std::size_t>(expected)].outputs) {
       ++expected;
     }
     const auto d = drain(t);

@@ -42,15 +42,18 @@ const std::vector<table_row>& lecture_004_table() {
       {6, "4.16", {"0.154", "0.0804", "0.0609", "0.0561", "0.0578", "0.0638"}},
       {7, "4.85", {"0.133", "0.0618", "0.0423", "0.0359", "0.0347", "0.0364"}},
       {8, "5.55", {"0.118", "0.0489", "0.0306", "0.024", "0.0217", "0.0216", "0.0229"}},
-      {9, "6.24",
-       {"0.105", "0.0397", "0.0228", "0.0166", "0.0141", "0.0133", "0.0135", "0.0145"}},
-      {10, "6.93",
+      {9, "6.24", {"0.105", "0.0397", "0.0228", "0.0166", "0.0141", "0.0133", "0.0135", "0.0145"}},
+      {10,
+       "6.93",
        {"0.0952", "0.0329", "0.0174", "0.0118", "0.00943", "0.00844", "0.00819", "0.00846"}},
-      {11, "7.62",
+      {11,
+       "7.62",
        {"0.0869", "0.0276", "0.0136", "0.00864", "0.0065", "0.00552", "0.00513", "0.00509"}},
-      {12, "8.32",
+      {12,
+       "8.32",
        {"0.08", "0.0236", "0.0108", "0.00646", "0.00459", "0.00371", "0.00329", "0.00314"}},
-      {13, "9.01",
+      {13,
+       "9.01",
        {"0.074", "0.0203", "0.00875", "0.00492", "0.00332", "0.00255", "0.00217", "0.00199"}},
   };
   return rows;
@@ -85,8 +88,7 @@ TEST(BloomMath, ApproximateRateDependsOnlyOnBitsPerItem) {
 TEST(BloomMath, OptimalHashColumnIsBitsPerItemTimesLn2) {
   for (const table_row& row : lecture_004_table()) {
     const std::string printed(row.optimal_k);
-    const double tolerance =
-        row.bits_per_item == 5 ? 0.01 : half_unit_of_last_digit(printed);
+    const double tolerance = row.bits_per_item == 5 ? 0.01 : half_unit_of_last_digit(printed);
     EXPECT_NEAR(row.bits_per_item * std::log(2.0), std::stod(printed), tolerance)
         << "m/n = " << row.bits_per_item;
   }
@@ -164,13 +166,13 @@ TEST(BloomMath, ExactRateIsSlightlyAboveTheApproximation) {
   }
   EXPECT_NEAR(bloom_math::fpr_exact(1e6, 1e5, 7) / bloom_math::fpr(1e6, 1e5, 7), 1.0, 1e-4);
   // Against the textbook expression evaluated directly where it is still accurate.
-  EXPECT_NEAR(bloom_math::fpr_exact(100, 10, 3),
-              std::pow(1.0 - std::pow(1.0 - 1.0 / 100, 30), 3), 1e-14);
+  EXPECT_NEAR(bloom_math::fpr_exact(100, 10, 3), std::pow(1.0 - std::pow(1.0 - 1.0 / 100, 30), 3),
+              1e-14);
 }
 
 TEST(BloomMath, EdgeCasesOfTheRates) {
-  EXPECT_EQ(bloom_math::fpr_exact(1000, 0, 5), 0.0);   // empty filter
-  EXPECT_EQ(bloom_math::fpr_exact(1, 1, 3), 1.0);      // a single bit, set
+  EXPECT_EQ(bloom_math::fpr_exact(1000, 0, 5), 0.0);  // empty filter
+  EXPECT_EQ(bloom_math::fpr_exact(1, 1, 3), 1.0);     // a single bit, set
   EXPECT_EQ(bloom_math::fpr_partitioned(1000, 0, 5), 0.0);
   EXPECT_DOUBLE_EQ(bloom_math::fpr_from_fill(0.5, 3), 0.125);
   EXPECT_EQ(bloom_math::fpr_from_fill(0.0, 3), 0.0);
@@ -194,8 +196,9 @@ TEST(BloomMath, EstimatedItemsInvertsTheExpectedFill) {
 // The minimality check allows a relative 1e-9 for floating-point rounding of fpr_exact.
 TEST(BloomMath, SuggestClassicMeetsTheTargetWithTheLeastBits) {
   const std::vector<std::pair<std::uint64_t, double>> cases = {
-      {1, 0.5},     {10, 0.99},         {1000, 0.01},      {25'000, 0.0217}, {100'000, 0.05},
-      {1'000'000, 0.001}, {10'000'000, 1e-6}, {1'000'000'000, 0.01}, {1000, 1e-30},
+      {1, 0.5},        {10, 0.99},         {1000, 0.01},       {25'000, 0.0217},
+      {100'000, 0.05}, {1'000'000, 0.001}, {10'000'000, 1e-6}, {1'000'000'000, 0.01},
+      {1000, 1e-30},
   };
   for (const auto& [n, p] : cases) {
     SCOPED_TRACE(testing::Message() << "n = " << n << ", p = " << p);

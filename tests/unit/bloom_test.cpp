@@ -142,8 +142,8 @@ TEST(BloomFilter, MeasuredFalsePositiveRateMatchesTheFormula) {
       }
       const double measured = static_cast<double>(false_positives) / kQueries;
       const double p = bloom_math::fpr_exact(md, static_cast<double>(load), k);
-      const double tolerance = 5 * std::sqrt(p * (1 - p) / kQueries) +
-                               5 * k * p * fill_sd / (1 - q) + 0.01 * p;
+      const double tolerance =
+          5 * std::sqrt(p * (1 - p) / kQueries) + 5 * k * p * fill_sd / (1 - q) + 0.01 * p;
       EXPECT_NEAR(measured, p, tolerance) << "false positives: " << false_positives;
     }
   }
@@ -346,9 +346,9 @@ TEST(BloomFilter, CorruptOrTruncatedRecordIsAFormatError) {
   bloom_filter f(1000, 4);
   insert_range(f, 0, 100);
   const std::string record = f.serialize();
-  for (const std::size_t at : {std::size_t{0}, std::size_t{6}, std::size_t{9}, kHeaderSize,
-                               kHeaderSize + 8, kHeaderSize + 12, kHeaderSize + 40,
-                               record.size() - 1}) {
+  for (const std::size_t at :
+       {std::size_t{0}, std::size_t{6}, std::size_t{9}, kHeaderSize, kHeaderSize + 8,
+        kHeaderSize + 12, kHeaderSize + 40, record.size() - 1}) {
     std::string corrupt = record;
     corrupt[at] = static_cast<char>(corrupt[at] ^ 0x10);
     EXPECT_THROW((void)bloom_filter::deserialize(corrupt), format_error) << "byte " << at;

@@ -1,11 +1,12 @@
 #include "sketch/hash.h"
-#include "sketch/serialize.h"
 
 #include <gtest/gtest.h>
 
 #include <array>
 #include <set>
 #include <string>
+
+#include "sketch/serialize.h"
 
 namespace sketch {
 namespace {
@@ -65,11 +66,13 @@ TEST(Serialize, RoundTripAndCorruptionDetected) {
   std::string corrupt = rec;
   corrupt[kHeaderSize] ^= 1;
   EXPECT_THROW(detail::record_reader(corrupt, structure_type::count_min_sketch), format_error);
-  EXPECT_THROW(detail::record_reader(rec.substr(0, rec.size() - 1), structure_type::count_min_sketch),
-               format_error);
+  EXPECT_THROW(
+      detail::record_reader(rec.substr(0, rec.size() - 1), structure_type::count_min_sketch),
+      format_error);
   EXPECT_THROW(detail::record_reader(rec, structure_type::bloom_filter), format_error);
-  EXPECT_THROW(detail::record_reader("garbage that is long enough to be read", structure_type::top_k),
-               format_error);
+  EXPECT_THROW(
+      detail::record_reader("garbage that is long enough to be read", structure_type::top_k),
+      format_error);
 }
 
 }  // namespace

@@ -153,8 +153,8 @@ TEST(RollingCountMin, WindowIsTheMergeOfPerSliceSketches) {
       const std::string item = fmt::format("item-{}", zipf());
       const auto weight = static_cast<std::uint32_t>(1 + rng() % 5);
       const std::uint64_t returned = r.update(item, t, weight);
-      const auto slice = slices.try_emplace(floor_div(t, 100), count_min_sketch::from_error(
-                                                                   0.01, 0.01, o.seed, conservative));
+      const auto slice = slices.try_emplace(
+          floor_div(t, 100), count_min_sketch::from_error(0.01, 0.01, o.seed, conservative));
       slice.first->second.update(item, weight);
       if (i % 1000 != 0) continue;
       count_min_sketch window = count_min_sketch::from_error(0.01, 0.01, o.seed, conservative);

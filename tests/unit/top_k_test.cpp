@@ -310,7 +310,7 @@ TEST(TopK, EventBufferDropsTheOldestWhenFull) {
   const std::uint32_t offers = top_k_tracker::kMinEventCapacity + 10;
   for (std::uint32_t i = 0; i < offers; ++i) {
     const std::string item = std::to_string(i);
-    const std::uint64_t estimate = i + top_k_tracker::kMinHeavyEstimate;  // heavy from the start
+    const std::uint64_t estimate = i + top_k_tracker::kMinHeavyEstimate;     // heavy from the start
     tracker.offer(hash_item(item, kDefaultSeed), item, estimate, estimate);  // each evicts the last
   }
   // Each offer is an enter, each eviction a leave: 2·offers − 1 events recorded.

@@ -1,13 +1,13 @@
 // Value syntax of the configuration: durations, counts, reals, ${VAR} substitution, and
 // the small helpers around them. See config.h for the rules.
-#include "sketchd/config/config.h"
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
+
+#include "sketchd/config/config.h"
 
 namespace sketchd {
 namespace {
@@ -157,10 +157,10 @@ std::string substitute_variables(std::string_view text, const getenv_function& g
     const std::size_t sep = inside.find(":-");
     const std::string_view name = inside.substr(0, sep);
     if (!is_variable_name(name)) {
-      throw substitution_error(
-          fmt::format("invalid variable name \"{}\" in \"${{{}}}\" (letters, digits and _, not starting with a digit)", name,
-                      inside),
-          i);
+      throw substitution_error(fmt::format("invalid variable name \"{}\" in \"${{{}}}\" (letters, "
+                                           "digits and _, not starting with a digit)",
+                                           name, inside),
+                               i);
     }
     // The default, with `$$` read as `$`: checked even when the variable is set, so that
     // whether a file is valid does not depend on the environment.

@@ -47,7 +47,6 @@ void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
 
 }  // namespace
 
-
 void generator::run() {
   kafka::client_config conf(kafka::producer_properties(properties_));
   conf.set("bootstrap.servers", bootstrap_servers_);
@@ -63,12 +62,13 @@ void generator::run() {
   std::string value;
   std::uint64_t seq = 0;
   const auto start = std::chrono::steady_clock::now();
-  spdlog::info("generator: {} events/s over {} distinct items (zipf {}) into topic {}", config_.rate,
-               config_.distinct, config_.zipf, config_.topic);
+  spdlog::info("generator: {} events/s over {} distinct items (zipf {}) into topic {}",
+               config_.rate, config_.distinct, config_.zipf, config_.topic);
 
   while (!stop_.load(std::memory_order_relaxed)) {
     // Produce what the rate allows up to now, then sleep a little: bursts of ~10 ms.
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const auto due = static_cast<std::uint64_t>(elapsed * static_cast<double>(config_.rate));
     while (seq < due && !stop_.load(std::memory_order_relaxed)) {
       item = fmt::format("u{}", zipf(rng));

@@ -26,8 +26,12 @@ class generator {
 
   void start();
   void stop();
-  [[nodiscard]] std::uint64_t produced() const noexcept { return produced_.load(std::memory_order_relaxed); }
-  [[nodiscard]] std::uint64_t failed() const noexcept { return failed_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t produced() const noexcept {
+    return produced_.load(std::memory_order_relaxed);
+  }
+  [[nodiscard]] std::uint64_t failed() const noexcept {
+    return failed_.load(std::memory_order_relaxed);
+  }
 
  private:
   void run();

@@ -121,7 +121,8 @@ void http_server::routes() {
       res.set_content("{\"status\":\"ready\"}\n", kJson);
     } else {
       res.status = 503;
-      res.set_content("{\"status\":\"not ready\",\"reason\":" + json::quote(ready_.reason()) + "}\n", kJson);
+      res.set_content(
+          "{\"status\":\"not ready\",\"reason\":" + json::quote(ready_.reason()) + "}\n", kJson);
     }
   });
   s.Get("/api/v1/pipelines", [this](const httplib::Request&, httplib::Response& res) {
@@ -140,25 +141,32 @@ void http_server::routes() {
     }
     return nullptr;
   };
-  s.Get(R"(/api/v1/pipelines/([^/]+))", [find](const httplib::Request& req, httplib::Response& res) {
-    const pipeline* p = find(req.matches[1]);
-    if (!p) return json_error(res, 404, fmt::format("no pipeline named \"{}\"", std::string(req.matches[1])));
-    res.set_content(p->describe_json() + "\n", kJson);
-  });
-  s.Get(R"(/api/v1/pipelines/([^/]+)/topk)", [find](const httplib::Request& req, httplib::Response& res) {
-    const pipeline* p = find(req.matches[1]);
-    if (!p) return json_error(res, 404, fmt::format("no pipeline named \"{}\"", std::string(req.matches[1])));
-    const auto body = p->topk_json();
-    if (!body)
-      return json_error(res, 404,
-                        fmt::format("pipeline \"{}\" has no heavy_hitters section", p->name()));
-    res.set_content(*body + "\n", kJson);
-  });
+  s.Get(R"(/api/v1/pipelines/([^/]+))",
+        [find](const httplib::Request& req, httplib::Response& res) {
+          const pipeline* p = find(req.matches[1]);
+          if (!p)
+            return json_error(res, 404,
+                              fmt::format("no pipeline named \"{}\"", std::string(req.matches[1])));
+          res.set_content(p->describe_json() + "\n", kJson);
+        });
+  s.Get(R"(/api/v1/pipelines/([^/]+)/topk)",
+        [find](const httplib::Request& req, httplib::Response& res) {
+          const pipeline* p = find(req.matches[1]);
+          if (!p)
+            return json_error(res, 404,
+                              fmt::format("no pipeline named \"{}\"", std::string(req.matches[1])));
+          const auto body = p->topk_json();
+          if (!body)
+            return json_error(
+                res, 404, fmt::format("pipeline \"{}\" has no heavy_hitters section", p->name()));
+          res.set_content(*body + "\n", kJson);
+        });
   s.Get(R"(/api/v1/pipelines/([^/]+)/(estimate|seen))",
         [find](const httplib::Request& req, httplib::Response& res) {
           const pipeline* p = find(req.matches[1]);
           if (!p) {
-            return json_error(res, 404, fmt::format("no pipeline named \"{}\"", std::string(req.matches[1])));
+            return json_error(res, 404,
+                              fmt::format("no pipeline named \"{}\"", std::string(req.matches[1])));
           }
           const query_param param = find_query_param(req, "item");
           if (!param.error.empty()) return json_error(res, 400, param.error);
@@ -194,7 +202,8 @@ int http_server::start() {
   int port = config_.port;
   if (port == 0) {
     port = server_->bind_to_any_port(config_.host);
-    if (port < 0) throw std::runtime_error(fmt::format("http: cannot listen on {}:0", config_.host));
+    if (port < 0)
+      throw std::runtime_error(fmt::format("http: cannot listen on {}:0", config_.host));
   } else if (!server_->bind_to_port(config_.host, port)) {
     // A name that does not resolve is not an address in use: say which it is.
     addrinfo hints{};
@@ -206,8 +215,8 @@ int http_server::start() {
       throw std::runtime_error(fmt::format("http: cannot listen on {}: cannot resolve {}: {}",
                                            config_.listen, config_.host, ::gai_strerror(resolved)));
     }
-    throw std::runtime_error(fmt::format("http: cannot listen on {} (address in use or not available)",
-                                         config_.listen));
+    throw std::runtime_error(
+        fmt::format("http: cannot listen on {} (address in use or not available)", config_.listen));
   }
   thread_ = std::thread([this] {
     server_->listen_after_bind();

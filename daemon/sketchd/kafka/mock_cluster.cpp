@@ -1,14 +1,9 @@
 #include "sketchd/kafka/mock_cluster.h"
 
-#include "sketchd/config/config.h"
-#include "sketchd/kafka/client.h"
-
+#include <arpa/inet.h>
+#include <fmt/format.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
-
-#include <fmt/format.h>
-
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,6 +14,9 @@
 #include <stdexcept>
 #include <thread>
 #include <utility>
+
+#include "sketchd/config/config.h"
+#include "sketchd/kafka/client.h"
 
 namespace sketchd::kafka {
 namespace {
@@ -181,12 +179,16 @@ void mock_cluster::set_partition_leader(std::string_view topic, std::int32_t par
                  error_context(name, partition));
 }
 
-void mock_cluster::set_coordinator(std::string_view kind, std::string_view key, std::int32_t broker_id) {
+void mock_cluster::set_coordinator(std::string_view kind, std::string_view key,
+                                   std::int32_t broker_id) {
   const std::string k(kind);
   const std::string name(key);
   rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
-  with_wakeups([&] { err = rd_kafka_mock_coordinator_set(cluster_.get(), k.c_str(), name.c_str(), broker_id); });
-  throw_if_error(err, fmt::format("set the {} coordinator of {} to mock broker {}", k, name, broker_id));
+  with_wakeups([&] {
+    err = rd_kafka_mock_coordinator_set(cluster_.get(), k.c_str(), name.c_str(), broker_id);
+  });
+  throw_if_error(err,
+                 fmt::format("set the {} coordinator of {} to mock broker {}", k, name, broker_id));
 }
 
 void mock_cluster::push_request_errors(api_key key, std::span<const error_code> errors) {

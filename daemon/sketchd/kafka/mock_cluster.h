@@ -26,8 +26,6 @@
 //     finishes on a 1 s timer).
 #pragma once
 
-#include "sketchd/kafka/error.h"
-
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -35,6 +33,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "sketchd/kafka/error.h"
 
 struct rd_kafka_s;
 struct rd_kafka_mock_cluster_s;

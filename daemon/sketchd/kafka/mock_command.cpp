@@ -4,28 +4,27 @@
 // mask), and the main thread takes them with sigwait(): no signal handler at all, so
 // nothing runs in signal context. This relies on main() starting no thread before the
 // command, as it does not.
-#include "sketchd/commands.h"
-#include "sketchd/kafka/mock_cluster.h"
-
 #include <fmt/format.h>
+#include <poll.h>
+#include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <optional>
-#include <sstream>
-#include <string>
-#include <thread>
-#include <vector>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <exception>
+#include <optional>
+#include <sstream>
+#include <string>
 #include <system_error>
+#include <thread>
+#include <vector>
 
-#include <poll.h>
-#include <pthread.h>
-#include <unistd.h>
+#include "sketchd/commands.h"
+#include "sketchd/kafka/mock_cluster.h"
 
 namespace sketchd {
 namespace {
@@ -101,7 +100,8 @@ std::string apply_command(kafka::mock_cluster& cluster, const std::string& line)
     const auto partition = number(0, 100000);
     const auto id = number(-1, brokers);
     if (topic.empty() || !partition || !id) return "leader: TOPIC PARTITION BROKER";
-    cluster.set_partition_leader(topic, static_cast<std::int32_t>(*partition), static_cast<std::int32_t>(*id));
+    cluster.set_partition_leader(topic, static_cast<std::int32_t>(*partition),
+                                 static_cast<std::int32_t>(*id));
     return "";
   }
   if (verb == "coordinator") {
@@ -117,7 +117,9 @@ std::string apply_command(kafka::mock_cluster& cluster, const std::string& line)
   }
   if (verb == "errors" || verb == "clear") {
     const auto api = number(0, 100);
-    if (!api) return fmt::format("{}: a Kafka API number (0 = Produce, 1 = Fetch, 8 = OffsetCommit, …)", verb);
+    if (!api)
+      return fmt::format("{}: a Kafka API number (0 = Produce, 1 = Fetch, 8 = OffsetCommit, …)",
+                         verb);
     if (verb == "clear") {
       cluster.clear_request_errors(static_cast<kafka::api_key>(*api));
       return "";

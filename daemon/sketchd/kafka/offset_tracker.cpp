@@ -13,9 +13,10 @@ constexpr std::uint64_t kSeqMask = (std::uint64_t{1} << kSeqBits) - 1;
 constexpr std::uint8_t kEpochMask = (1u << kEpochBits) - 1;
 static_assert(kSlotShift + 14 == offset_tracker::kTicketBits);
 
-constexpr offset_tracker::ticket make_ticket(std::size_t slot, std::uint8_t epoch, std::uint64_t seq) noexcept {
-  return (static_cast<std::uint64_t>(slot) << kSlotShift) | (static_cast<std::uint64_t>(epoch & kEpochMask) << kSeqBits) |
-         (seq & kSeqMask);
+constexpr offset_tracker::ticket make_ticket(std::size_t slot, std::uint8_t epoch,
+                                             std::uint64_t seq) noexcept {
+  return (static_cast<std::uint64_t>(slot) << kSlotShift) |
+         (static_cast<std::uint64_t>(epoch & kEpochMask) << kSeqBits) | (seq & kSeqMask);
 }
 
 }  // namespace
@@ -27,7 +28,8 @@ std::size_t offset_tracker::slot(std::size_t topic_index, std::int32_t partition
   auto& by_partition = index_[topic_index];
   if (p >= by_partition.size()) by_partition.resize(p + 1, 0);
   if (by_partition[p] != 0) return by_partition[p] - 1;
-  if (slots_.size() >= kMaxSlots) throw std::length_error("offset_tracker: more than 16384 partitions");
+  if (slots_.size() >= kMaxSlots)
+    throw std::length_error("offset_tracker: more than 16384 partitions");
   slots_.emplace_back();
   slots_.back().topic_index = topic_index;
   slots_.back().partition = partition;
@@ -35,7 +37,8 @@ std::size_t offset_tracker::slot(std::size_t topic_index, std::int32_t partition
   return slots_.size() - 1;
 }
 
-offset_tracker::ticket offset_tracker::add(std::size_t index, std::int64_t offset, std::uint32_t outputs) {
+offset_tracker::ticket offset_tracker::add(std::size_t index, std::int64_t offset,
+                                           std::uint32_t outputs) {
   slot_state& s = slots_[index];
   if (outputs == 0 && s.entries.empty()) {
     s.committable = offset + 1;

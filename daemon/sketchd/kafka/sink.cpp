@@ -16,21 +16,57 @@ std::shared_ptr<spdlog::logger> log() {
   return l ? l : spdlog::default_logger();
 }
 
-constexpr std::string_view kConsumerOnly[] = {
-    "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms", "auto.offset.reset",
-    "partition.assignment.strategy", "group.instance.id", "enable.auto.commit", "auto.commit.interval.ms",
-    "enable.auto.offset.store", "queued.min.messages", "queued.max.messages.kbytes", "fetch.wait.max.ms",
-    "fetch.message.max.bytes", "fetch.max.bytes", "fetch.min.bytes", "fetch.error.backoff.ms",
-    "fetch.queue.backoff.ms", "isolation.level", "enable.partition.eof", "check.crcs", "group.protocol.type",
-    "coordinator.query.interval.ms", "offset.store.method", "consume.callback.max.messages"};
+constexpr std::string_view kConsumerOnly[] = {"session.timeout.ms",
+                                              "heartbeat.interval.ms",
+                                              "max.poll.interval.ms",
+                                              "auto.offset.reset",
+                                              "partition.assignment.strategy",
+                                              "group.instance.id",
+                                              "enable.auto.commit",
+                                              "auto.commit.interval.ms",
+                                              "enable.auto.offset.store",
+                                              "queued.min.messages",
+                                              "queued.max.messages.kbytes",
+                                              "fetch.wait.max.ms",
+                                              "fetch.message.max.bytes",
+                                              "fetch.max.bytes",
+                                              "fetch.min.bytes",
+                                              "fetch.error.backoff.ms",
+                                              "fetch.queue.backoff.ms",
+                                              "isolation.level",
+                                              "enable.partition.eof",
+                                              "check.crcs",
+                                              "group.protocol.type",
+                                              "coordinator.query.interval.ms",
+                                              "offset.store.method",
+                                              "consume.callback.max.messages"};
 
-constexpr std::string_view kProducerOnly[] = {
-    "transactional.id", "transaction.timeout.ms", "enable.idempotence", "enable.gapless.guarantee",
-    "queue.buffering.max.messages", "queue.buffering.max.kbytes", "queue.buffering.max.ms", "linger.ms",
-    "message.send.max.retries", "retries", "queue.buffering.backpressure.threshold", "compression.codec",
-    "compression.type", "compression.level", "batch.num.messages", "batch.size", "delivery.report.only.error",
-    "sticky.partitioning.linger.ms", "request.required.acks", "acks", "request.timeout.ms", "message.timeout.ms",
-    "delivery.timeout.ms", "partitioner", "max.in.flight.requests.per.connection", "max.in.flight"};
+constexpr std::string_view kProducerOnly[] = {"transactional.id",
+                                              "transaction.timeout.ms",
+                                              "enable.idempotence",
+                                              "enable.gapless.guarantee",
+                                              "queue.buffering.max.messages",
+                                              "queue.buffering.max.kbytes",
+                                              "queue.buffering.max.ms",
+                                              "linger.ms",
+                                              "message.send.max.retries",
+                                              "retries",
+                                              "queue.buffering.backpressure.threshold",
+                                              "compression.codec",
+                                              "compression.type",
+                                              "compression.level",
+                                              "batch.num.messages",
+                                              "batch.size",
+                                              "delivery.report.only.error",
+                                              "sticky.partitioning.linger.ms",
+                                              "request.required.acks",
+                                              "acks",
+                                              "request.timeout.ms",
+                                              "message.timeout.ms",
+                                              "delivery.timeout.ms",
+                                              "partitioner",
+                                              "max.in.flight.requests.per.connection",
+                                              "max.in.flight"};
 
 template <std::size_t N>
 std::map<std::string, std::string> without(const std::map<std::string, std::string>& all,
@@ -44,11 +80,13 @@ std::map<std::string, std::string> without(const std::map<std::string, std::stri
 
 }  // namespace
 
-std::map<std::string, std::string> producer_properties(const std::map<std::string, std::string>& all) {
+std::map<std::string, std::string> producer_properties(
+    const std::map<std::string, std::string>& all) {
   return without(all, kConsumerOnly);
 }
 
-std::map<std::string, std::string> consumer_properties(const std::map<std::string, std::string>& all) {
+std::map<std::string, std::string> consumer_properties(
+    const std::map<std::string, std::string>& all) {
   return without(all, kProducerOnly);
 }
 
@@ -70,7 +108,8 @@ struct sink::callbacks {
     }
     // Transient: librdkafka reconnects and retries by itself.
     if (logged_by_librdkafka(err)) return;
-    log()->warn("producer: {}: {}", rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(err)), reason);
+    log()->warn("producer: {}: {}", rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(err)),
+                reason);
   }
 };
 
@@ -117,7 +156,8 @@ sink::sink(const sink_options& options, delivery_function on_delivery)
     rd_kafka_topic_t* rkt = rd_kafka_topic_new(producer_.get(), t.c_str(), nullptr);
     if (rkt == nullptr) {
       for (rd_kafka_topic_t* done : topics_) rd_kafka_topic_destroy(done);
-      throw kafka_error("create topic handle", to_error_code(rd_kafka_last_error()), error_context(t));
+      throw kafka_error("create topic handle", to_error_code(rd_kafka_last_error()),
+                        error_context(t));
     }
     topics_.push_back(rkt);
   }
@@ -133,12 +173,14 @@ sink::~sink() {
 
 std::size_t sink::topic_index(std::string_view topic) const {
   const auto it = std::find(options_.topics.begin(), options_.topics.end(), topic);
-  if (it == options_.topics.end()) throw std::invalid_argument(fmt::format("not an output topic: {}", topic));
+  if (it == options_.topics.end())
+    throw std::invalid_argument(fmt::format("not an output topic: {}", topic));
   return static_cast<std::size_t>(it - options_.topics.begin());
 }
 
-error_code sink::produce_with_headers(std::size_t topic, const void* key, std::size_t key_size, const void* value,
-                                      std::size_t value_size, std::int64_t timestamp_ms, void* headers,
+error_code sink::produce_with_headers(std::size_t topic, const void* key, std::size_t key_size,
+                                      const void* value, std::size_t value_size,
+                                      std::int64_t timestamp_ms, void* headers,
                                       std::uint64_t opaque, const std::function<bool()>& give_up) {
   auto* hdrs = static_cast<rd_kafka_headers_t*>(headers);
   for (;;) {
@@ -146,8 +188,10 @@ error_code sink::produce_with_headers(std::size_t topic, const void* key, std::s
         producer_.get(), RD_KAFKA_V_RKT(topics_[topic]), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
         RD_KAFKA_V_KEY(key, key_size), RD_KAFKA_V_VALUE(const_cast<void*>(value), value_size),
         RD_KAFKA_V_TIMESTAMP(timestamp_ms > 0 ? timestamp_ms : 0), RD_KAFKA_V_HEADERS(hdrs),
-        RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<std::uintptr_t>(opaque))), RD_KAFKA_V_END);
-    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return error_code::no_error;  // the headers are librdkafka's now
+        RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<std::uintptr_t>(opaque))),
+        RD_KAFKA_V_END);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+      return error_code::no_error;  // the headers are librdkafka's now
     if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL || (give_up && give_up())) {
       if (hdrs) rd_kafka_headers_destroy(hdrs);
       return to_error_code(err);
@@ -168,26 +212,30 @@ error_code sink::forward(std::size_t topic, const rd_kafka_message_s* message, s
   }
   rd_kafka_timestamp_type_t type;
   const std::int64_t timestamp = rd_kafka_message_timestamp(m, &type);
-  return produce_with_headers(topic, m->key, m->key ? m->key_len : 0, m->payload, m->payload ? m->len : 0,
-                              timestamp, copy, opaque, give_up);
+  return produce_with_headers(topic, m->key, m->key ? m->key_len : 0, m->payload,
+                              m->payload ? m->len : 0, timestamp, copy, opaque, give_up);
 }
 
-error_code sink::produce(std::size_t topic, std::string_view key, std::string_view value, std::int64_t timestamp_ms,
-                         std::uint64_t opaque, const std::function<bool()>& give_up) {
-  return produce_with_headers(topic, key.data(), key.size(), value.data(), value.size(), timestamp_ms, nullptr,
-                              opaque, give_up);
+error_code sink::produce(std::size_t topic, std::string_view key, std::string_view value,
+                         std::int64_t timestamp_ms, std::uint64_t opaque,
+                         const std::function<bool()>& give_up) {
+  return produce_with_headers(topic, key.data(), key.size(), value.data(), value.size(),
+                              timestamp_ms, nullptr, opaque, give_up);
 }
 
 void sink::poll() { rd_kafka_poll(producer_.get(), 0); }
 
 bool sink::flush(std::chrono::milliseconds timeout) {
-  const rd_kafka_resp_err_t err = rd_kafka_flush(producer_.get(), static_cast<int>(timeout.count()));
+  const rd_kafka_resp_err_t err =
+      rd_kafka_flush(producer_.get(), static_cast<int>(timeout.count()));
   // rd_kafka_flush() serves the delivery reports itself; one more poll serves the last.
   rd_kafka_poll(producer_.get(), 0);
   return err == RD_KAFKA_RESP_ERR_NO_ERROR && rd_kafka_outq_len(producer_.get()) == 0;
 }
 
-std::size_t sink::in_flight() const { return static_cast<std::size_t>(rd_kafka_outq_len(producer_.get())); }
+std::size_t sink::in_flight() const {
+  return static_cast<std::size_t>(rd_kafka_outq_len(producer_.get()));
+}
 
 std::optional<std::string> sink::fatal_error() const {
   std::lock_guard lock(mutex_);

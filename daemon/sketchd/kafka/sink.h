@@ -42,7 +42,8 @@ class sink {
  public:
   // Called once per produced message, from poll() or flush(): its opaque, and no_error or
   // the final error with librdkafka's reason.
-  using delivery_function = std::function<void(std::uint64_t opaque, error_code err, std::string_view reason)>;
+  using delivery_function =
+      std::function<void(std::uint64_t opaque, error_code err, std::string_view reason)>;
 
   // Creates the producer. Throws kafka_error for a bad property (named, its value never shown).
   sink(const sink_options& options, delivery_function on_delivery);
@@ -52,7 +53,9 @@ class sink {
 
   // The index of an output topic of the options, for forward() and produce().
   [[nodiscard]] std::size_t topic_index(std::string_view topic) const;
-  [[nodiscard]] const std::string& topic_name(std::size_t index) const { return options_.topics[index]; }
+  [[nodiscard]] const std::string& topic_name(std::size_t index) const {
+    return options_.topics[index];
+  }
 
   // Produces a copy of a consumed message (key, value, headers, timestamp) to an output
   // topic. While the producer's local queue is full it serves delivery reports and tries
@@ -62,8 +65,9 @@ class sink {
   error_code forward(std::size_t topic, const rd_kafka_message_s* message, std::uint64_t opaque,
                      const std::function<bool()>& give_up);
   // The same for a message built by the daemon (alert events).
-  error_code produce(std::size_t topic, std::string_view key, std::string_view value, std::int64_t timestamp_ms,
-                     std::uint64_t opaque, const std::function<bool()>& give_up);
+  error_code produce(std::size_t topic, std::string_view key, std::string_view value,
+                     std::int64_t timestamp_ms, std::uint64_t opaque,
+                     const std::function<bool()>& give_up);
 
   // Serves the delivery reports that have arrived, without waiting.
   void poll();
@@ -79,9 +83,10 @@ class sink {
 
  private:
   struct callbacks;
-  error_code produce_with_headers(std::size_t topic, const void* key, std::size_t key_size, const void* value,
-                                  std::size_t value_size, std::int64_t timestamp_ms, void* headers,
-                                  std::uint64_t opaque, const std::function<bool()>& give_up);
+  error_code produce_with_headers(std::size_t topic, const void* key, std::size_t key_size,
+                                  const void* value, std::size_t value_size,
+                                  std::int64_t timestamp_ms, void* headers, std::uint64_t opaque,
+                                  const std::function<bool()>& give_up);
 
   sink_options options_;
   delivery_function on_delivery_;
@@ -102,8 +107,10 @@ class sink {
 
 // The user's properties minus those only a consumer understands (librdkafka warns about
 // each on a producer); security and connection settings stay.
-[[nodiscard]] std::map<std::string, std::string> producer_properties(const std::map<std::string, std::string>& all);
+[[nodiscard]] std::map<std::string, std::string> producer_properties(
+    const std::map<std::string, std::string>& all);
 // The user's properties minus those only a producer understands.
-[[nodiscard]] std::map<std::string, std::string> consumer_properties(const std::map<std::string, std::string>& all);
+[[nodiscard]] std::map<std::string, std::string> consumer_properties(
+    const std::map<std::string, std::string>& all);
 
 }  // namespace sketchd::kafka

@@ -27,8 +27,8 @@ class rate_limited {
     const auto now = std::chrono::steady_clock::now();
     ++suppressed_;
     if (now - last_ < std::chrono::seconds(10)) return;
-    log()->warn("{} ({} such errors since the last report)", fmt::format(format, std::forward<Args>(args)...),
-                suppressed_);
+    log()->warn("{} ({} such errors since the last report)",
+                fmt::format(format, std::forward<Args>(args)...), suppressed_);
     suppressed_ = 0;
     last_ = now;
   }
@@ -45,7 +45,8 @@ thread_local bool on_poller_thread = false;
 bool find_header(const void* context, std::string_view name, std::string_view* out) {
   auto* m = static_cast<rd_kafka_message_t*>(const_cast<void*>(context));
   rd_kafka_headers_t* headers = nullptr;
-  if (rd_kafka_message_headers(m, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR || headers == nullptr) return false;
+  if (rd_kafka_message_headers(m, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR || headers == nullptr)
+    return false;
   // The first header of that name (docs/CONFIGURATION.md), of any length.
   const char* header = nullptr;
   const void* value = nullptr;
@@ -112,8 +113,8 @@ void start_at_restored_positions(rd_kafka_t* rk, rd_kafka_topic_partition_list_t
 }  // namespace
 
 struct source::callbacks {
-  static void rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* partitions,
-                        void* opaque) {
+  static void rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err,
+                        rd_kafka_topic_partition_list_t* partitions, void* opaque) {
     auto* self = static_cast<source*>(opaque);
     const bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
     const bool assign = err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
@@ -121,7 +122,8 @@ struct source::callbacks {
     for (int i = 0; i < partitions->cnt; ++i) {
       const auto& tp = partitions->elems[i];
       std::size_t index = 0;
-      while (index < self->options_.topics.size() && self->options_.topics[index] != tp.topic) ++index;
+      while (index < self->options_.topics.size() && self->options_.topics[index] != tp.topic)
+        ++index;
       list.push_back({index, tp.partition});
     }
     hook_request request;
@@ -151,7 +153,8 @@ struct source::callbacks {
       rd_kafka_error_t* e = assign ? rd_kafka_incremental_assign(rk, partitions)
                                    : rd_kafka_incremental_unassign(rk, partitions);
       if (e) {
-        log()->error("incremental {} failed: {}", assign ? "assign" : "unassign", rd_kafka_error_string(e));
+        log()->error("incremental {} failed: {}", assign ? "assign" : "unassign",
+                     rd_kafka_error_string(e));
         rd_kafka_error_destroy(e);
       }
     } else {
@@ -162,14 +165,16 @@ struct source::callbacks {
     // The assignment after this change (an incremental unassign completes asynchronously,
     // so it is computed here rather than read back).
     if (cooperative) {
-      self->assigned_ = assign ? self->assigned_.load() + static_cast<std::size_t>(partitions->cnt)
-                               : self->assigned_.load() - std::min(self->assigned_.load(),
-                                                                   static_cast<std::size_t>(partitions->cnt));
+      self->assigned_ =
+          assign ? self->assigned_.load() + static_cast<std::size_t>(partitions->cnt)
+                 : self->assigned_.load() -
+                       std::min(self->assigned_.load(), static_cast<std::size_t>(partitions->cnt));
     } else {
       self->assigned_ = assign ? static_cast<std::size_t>(partitions->cnt) : 0;
     }
-    log()->info("{} {} partition(s) ({} rebalance); {} assigned now", assign ? "assigned" : "revoked",
-                partitions->cnt, cooperative ? "cooperative" : "eager", self->assigned_.load());
+    log()->info("{} {} partition(s) ({} rebalance); {} assigned now",
+                assign ? "assigned" : "revoked", partitions->cnt,
+                cooperative ? "cooperative" : "eager", self->assigned_.load());
   }
 
   static void error(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
@@ -222,7 +227,8 @@ struct source::callbacks {
         std::string_view assigned_state;
         if (p["partition"].get(partition) != simdjson::SUCCESS || partition < 0) continue;
         if (p["consumer_lag"].get(consumer_lag) != simdjson::SUCCESS || consumer_lag < 0) continue;
-        if (p["fetch_state"].get(assigned_state) == simdjson::SUCCESS && assigned_state == "none") continue;
+        if (p["fetch_state"].get(assigned_state) == simdjson::SUCCESS && assigned_state == "none")
+          continue;
         lag.push_back({std::string(topic), static_cast<std::int32_t>(partition), consumer_lag});
       }
     }
@@ -277,7 +283,8 @@ source::source(const source_options& options)
   consumer_ = decltype(consumer_)(handle.release(), [](rd_kafka_s* rk) { rd_kafka_destroy(rk); });
   rd_kafka_poll_set_consumer(consumer_.get());
 
-  topic_partition_list_ptr topics(rd_kafka_topic_partition_list_new(static_cast<int>(options_.topics.size())));
+  topic_partition_list_ptr topics(
+      rd_kafka_topic_partition_list_new(static_cast<int>(options_.topics.size())));
   for (const auto& t : options_.topics) {
     rd_kafka_topic_partition_list_add(topics.get(), t.c_str(), RD_KAFKA_PARTITION_UA);
   }
@@ -467,10 +474,12 @@ std::span<const record> source::poll_batch() {
 
 void source::store_offsets(std::span<const partition_offset> offsets) {
   if (offsets.empty() || closed_) return;
-  topic_partition_list_ptr list(rd_kafka_topic_partition_list_new(static_cast<int>(offsets.size())));
+  topic_partition_list_ptr list(
+      rd_kafka_topic_partition_list_new(static_cast<int>(offsets.size())));
   for (const partition_offset& o : offsets) {
-    rd_kafka_topic_partition_list_add(list.get(), options_.topics[o.topic_index].c_str(), o.partition)->offset =
-        o.next_offset;
+    rd_kafka_topic_partition_list_add(list.get(), options_.topics[o.topic_index].c_str(),
+                                      o.partition)
+        ->offset = o.next_offset;
   }
   // Unlike rd_kafka_offset_store(), rd_kafka_offsets_store() stores the offsets as given.
   const rd_kafka_resp_err_t err = rd_kafka_offsets_store(consumer_.get(), list.get());
@@ -479,8 +488,8 @@ void source::store_offsets(std::span<const partition_offset> offsets) {
     const auto& tp = list->elems[i];
     if (tp.err) {
       // _STATE: the partition was revoked meanwhile; its new owner reads it again.
-      log()->debug("offset not stored [topic {}, partition {}, offset {}]: {}", tp.topic, tp.partition, tp.offset,
-                   rd_kafka_err2str(tp.err));
+      log()->debug("offset not stored [topic {}, partition {}, offset {}]: {}", tp.topic,
+                   tp.partition, tp.offset, rd_kafka_err2str(tp.err));
     }
   }
 }
@@ -489,7 +498,8 @@ void source::pause() {
   if (paused_ || closed_) return;
   paused_ = true;  // read by the rebalance callback, on the poller thread
   rd_kafka_topic_partition_list_t* assignment = nullptr;
-  if (rd_kafka_assignment(consumer_.get(), &assignment) == RD_KAFKA_RESP_ERR_NO_ERROR && assignment) {
+  if (rd_kafka_assignment(consumer_.get(), &assignment) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+      assignment) {
     topic_partition_list_ptr owned(assignment);
     rd_kafka_pause_partitions(consumer_.get(), assignment);
   }
@@ -556,7 +566,8 @@ void source::close() {
       rd_kafka_event_destroy(ev);
     }
   }
-  if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET) log()->warn("final commit failed: {}", rd_kafka_err2str(err));
+  if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET)
+    log()->warn("final commit failed: {}", rd_kafka_err2str(err));
   // Leaving the group: rebalance callbacks during the close run here, on the owner's thread.
   const queue_ptr close_queue(rd_kafka_queue_new(rk));
   if (rd_kafka_error_t* e = rd_kafka_consumer_close_queue(rk, close_queue.get())) {

@@ -98,8 +98,8 @@ struct record {
   std::size_t topic_index = 0;  // into source_options::topics
   std::int32_t partition = 0;
   std::int64_t offset = 0;
-  std::int64_t timestamp_ms = -1;  // -1 when the message has none
-  message_view view;               // key, value and header lookup for the extractor
+  std::int64_t timestamp_ms = -1;              // -1 when the message has none
+  message_view view;                           // key, value and header lookup for the extractor
   const rd_kafka_message_s* native = nullptr;  // for the sink (forwarding keeps headers)
 };
 
@@ -135,7 +135,9 @@ class source {
   // Called inside poll_batch() (or close()) before partitions are revoked, after the
   // messages that belong to them are dropped from the batches not yet handed over; the
   // stored offsets are committed right after the hook returns.
-  void on_revoke(std::function<void(std::span<const topic_partition>)> hook) { on_revoke_ = std::move(hook); }
+  void on_revoke(std::function<void(std::span<const topic_partition>)> hook) {
+    on_revoke_ = std::move(hook);
+  }
   // Called inside poll_batch() when a partition is assigned: the offset to start at, or
   // nullopt for the committed offset (or auto.offset.reset).
   void on_assign(std::function<std::optional<std::int64_t>(const topic_partition&)> hook) {

@@ -48,9 +48,12 @@ namespace {
 
 const char* type_name(metric_type t) {
   switch (t) {
-    case metric_type::counter: return "counter";
-    case metric_type::gauge: return "gauge";
-    case metric_type::untyped: return "untyped";
+    case metric_type::counter:
+      return "counter";
+    case metric_type::gauge:
+      return "gauge";
+    case metric_type::untyped:
+      return "untyped";
   }
   return "untyped";
 }
@@ -185,8 +188,9 @@ void collect_process_metrics(std::vector<metric_family>& out) {
       const double start_ticks = std::stod(f[22 - 3]);
       const double vsize = std::stod(f[23 - 3]);
       const double rss_pages = std::stod(f[24 - 3]);
-      out.push_back(single("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
-                           metric_type::counter, (utime + stime) / ticks));
+      out.push_back(single("process_cpu_seconds_total",
+                           "Total user and system CPU time spent in seconds.", metric_type::counter,
+                           (utime + stime) / ticks));
       out.push_back(single("process_virtual_memory_bytes", "Virtual memory size in bytes.",
                            metric_type::gauge, vsize));
       out.push_back(single("process_resident_memory_bytes", "Resident memory size in bytes.",
@@ -201,8 +205,8 @@ void collect_process_metrics(std::vector<metric_family>& out) {
         }
       }
       out.push_back(single("process_start_time_seconds",
-                           "Start time of the process since unix epoch in seconds.", metric_type::gauge,
-                           boot_time + start_ticks / ticks));
+                           "Start time of the process since unix epoch in seconds.",
+                           metric_type::gauge, boot_time + start_ticks / ticks));
     }
   }
 
@@ -212,7 +216,8 @@ void collect_process_metrics(std::vector<metric_family>& out) {
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
     ++fds;
   }
-  out.push_back(single("process_open_fds", "Number of open file descriptors.", metric_type::gauge, fds));
+  out.push_back(
+      single("process_open_fds", "Number of open file descriptors.", metric_type::gauge, fds));
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
     out.push_back(single("process_max_fds", "Maximum number of open file descriptors.",

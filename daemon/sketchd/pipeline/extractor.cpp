@@ -12,12 +12,18 @@ namespace sketchd {
 
 std::string_view to_string(extract_failure f) noexcept {
   switch (f) {
-    case extract_failure::none: return "none";
-    case extract_failure::invalid_json: return "invalid_json";
-    case extract_failure::missing_field: return "missing_field";
-    case extract_failure::not_scalar: return "not_scalar";
-    case extract_failure::empty_item: return "empty_item";
-    case extract_failure::oversized: return "oversized";
+    case extract_failure::none:
+      return "none";
+    case extract_failure::invalid_json:
+      return "invalid_json";
+    case extract_failure::missing_field:
+      return "missing_field";
+    case extract_failure::not_scalar:
+      return "not_scalar";
+    case extract_failure::empty_item:
+      return "empty_item";
+    case extract_failure::oversized:
+      return "oversized";
   }
   return "unknown";
 }
@@ -50,9 +56,8 @@ std::vector<pointer_token> compile_pointer(std::string_view pointer) {
         t.key += pointer[i];
       }
     }
-    const bool digits = !t.key.empty() && std::all_of(t.key.begin(), t.key.end(), [](char c) {
-      return c >= '0' && c <= '9';
-    });
+    const bool digits = !t.key.empty() && std::all_of(t.key.begin(), t.key.end(),
+                                                      [](char c) { return c >= '0' && c <= '9'; });
     if (digits && (t.key.size() == 1 || t.key.front() != '0')) {
       std::size_t index = 0;
       const auto r = std::from_chars(t.key.data(), t.key.data() + t.key.size(), index);

@@ -53,7 +53,7 @@ struct pipeline_summary {
   std::uint64_t items = 0;
   std::uint64_t window_items = 0;
   std::vector<sketch::top_k_tracker::entry> top;  // at most 3
-  double fill = 0;  // newest generation
+  double fill = 0;                                // newest generation
   double estimated_fpr = 0;
   double target_fpr = 0;
   bool has_heavy_hitters = false;
@@ -80,7 +80,8 @@ class pipeline {
   // Extracts the item, hashes it once and feeds both structures. `event_ms` is the
   // message timestamp (≤ 0 when the message has none), `wall_ms` the wall clock of the
   // batch. No allocation, no lock, no logging, no exception.
-  verdict process(const message_view& message, std::int64_t event_ms, std::int64_t wall_ms) noexcept;
+  verdict process(const message_view& message, std::int64_t event_ms,
+                  std::int64_t wall_ms) noexcept;
   // The same for each message of a batch, in order: out[i] is the verdict of batch[i]
   // (out.size() ≥ batch.size()), and the state and counters end as after the single calls.
   // The items are extracted a group at a time (extractor::extract(span, span): one JSON
@@ -147,8 +148,8 @@ class pipeline {
   std::vector<extract_result> group_results_;
   std::vector<sketch::hash128> group_hashes_;  // of group_results_' items
   std::vector<std::int64_t> group_times_;      // their times on the pipeline's clock
-  pipeline_counters local_;      // processing thread only
-  pipeline_counters published_;  // under mutex_
+  pipeline_counters local_;                    // processing thread only
+  pipeline_counters published_;                // under mutex_
   // The pipeline's clock: the latest time seen, and the wall time when it was seen, so
   // that an idle event-time stream still slides its windows.
   std::int64_t clock_ms_ = 0;

@@ -16,7 +16,8 @@ namespace {
 // %* : the message as a JSON string literal.
 class json_message_flag : public spdlog::custom_flag_formatter {
  public:
-  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
     std::string quoted;
     json::append_string(quoted, std::string_view(msg.payload.data(), msg.payload.size()));
     dest.append(quoted.data(), quoted.data() + quoted.size());
@@ -28,13 +29,20 @@ class json_message_flag : public spdlog::custom_flag_formatter {
 
 spdlog::level::level_enum to_spdlog(log_level l) {
   switch (l) {
-    case log_level::trace: return spdlog::level::trace;
-    case log_level::debug: return spdlog::level::debug;
-    case log_level::info: return spdlog::level::info;
-    case log_level::warn: return spdlog::level::warn;
-    case log_level::error: return spdlog::level::err;
-    case log_level::critical: return spdlog::level::critical;
-    case log_level::off: return spdlog::level::off;
+    case log_level::trace:
+      return spdlog::level::trace;
+    case log_level::debug:
+      return spdlog::level::debug;
+    case log_level::info:
+      return spdlog::level::info;
+    case log_level::warn:
+      return spdlog::level::warn;
+    case log_level::error:
+      return spdlog::level::err;
+    case log_level::critical:
+      return spdlog::level::critical;
+    case log_level::off:
+      return spdlog::level::off;
   }
   return spdlog::level::info;
 }
@@ -58,7 +66,8 @@ void setup_logging(const log_config& config) {
     return logger;
   };
   spdlog::set_default_logger(make("sketchd"));
-  for (const char* name : {"kafka", "pipeline", "http", "state", "generator"}) spdlog::register_logger(make(name));
+  for (const char* name : {"kafka", "pipeline", "http", "state", "generator"})
+    spdlog::register_logger(make(name));
   // An error inside logging never reaches the caller.
   spdlog::set_error_handler([](const std::string&) {});
 }
