@@ -390,7 +390,10 @@ int run_main(int argc, char** argv) {
   fpr_options fpr;
   auto* fpr_cmd = app.add_subcommand(
       "fpr", "False-positive probability of a filter with M bits, N items, K hashes");
-  fpr_cmd->add_option("--bits", fpr.bits, "Bits (per hash function for the partitioned layout)")
+  fpr_cmd
+      ->add_option("--bits", fpr.bits,
+                   "Bits (per hash function for the partitioned layout; blocked rounds up to whole "
+                   "256-bit blocks)")
       ->required();
   fpr_cmd->add_option("--items", fpr.items, "Items inserted")->required();
   fpr_cmd->add_option("--hashes", fpr.hashes,
