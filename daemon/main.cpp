@@ -90,8 +90,10 @@ int run_main(int argc, char** argv) {
       "\nConsumes the pipelines' topics, serves /metrics, /healthz, /readyz and /api/v1/… on\n"
       "http.listen, and runs until SIGINT, SIGTERM or SIGHUP, each a clean stop (there is no\n"
       "reload). An invalid configuration is reported as with check-config, and the daemon does\n"
-      "not start (exit status 1). Exit status 0 after a clean stop; 1 after a fatal Kafka\n"
-      "error, or when the final snapshot of state.dir could not be written (the log says why).");
+      "not start (exit status 1). Exit status 0 after a clean stop; 1 when it cannot start (a\n"
+      "snapshot it cannot use, sketches larger than the memory, http.listen unavailable),\n"
+      "after a fatal Kafka error, or when the final snapshot of state.dir could not be\n"
+      "written (the log says why each time).");
   std::string run_config_path;
   run->add_option("-c,--config", run_config_path, "The YAML configuration (required)")
       ->type_name("FILE");

@@ -773,6 +773,10 @@ TEST(ConfigErrors, BrokerListIsChecked) {
   EXPECT_THAT(broker_errors("host with space:9092"),
               ElementsAre(HasSubstr("not a host name or address")));
   EXPECT_THAT(broker_errors("[::1:9092"), ElementsAre(HasSubstr("closing \"]\"")));
+  EXPECT_THAT(broker_errors("::1:9092"),
+              ElementsAre(HasSubstr("an IPv6 address goes in brackets")));
+  EXPECT_THAT(broker_errors("SASL_SSL://k1:9093,plaintext://k2:9092"), ::testing::IsEmpty());
+  EXPECT_THAT(broker_errors("https://k1:9093"), ElementsAre(HasSubstr("unknown protocol")));
 }
 
 TEST(ConfigErrors, PipelinesFeedingEachOtherInALoopAreRejected) {

@@ -758,6 +758,14 @@ std::optional<std::string> broker_list_problem(std::string_view list) {
     const std::string shown(entry);
     if (entry.empty()) return "an empty entry (HOST[:PORT],HOST[:PORT]…)";
     if (const std::size_t scheme = entry.find("://"); scheme != std::string_view::npos) {
+      std::string protocol(entry.substr(0, scheme));
+      for (char& ch : protocol)
+        ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      if (protocol != "PLAINTEXT" && protocol != "SSL" && protocol != "SASL_PLAINTEXT" &&
+          protocol != "SASL_SSL") {
+        return fmt::format("\"{}\": unknown protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)",
+                           shown);
+      }
       entry.remove_prefix(scheme + 3);
     }
     std::string_view host = entry;
@@ -776,11 +784,16 @@ std::optional<std::string> broker_list_problem(std::string_view list) {
       port = entry.substr(colon + 1);
       if (port.empty()) return fmt::format("\"{}\": no port after \":\"", shown);
     }
-    const bool host_ok = !host.empty() && std::all_of(host.begin(), host.end(), [](char ch) {
+    const bool bracketed = entry.front() == '[';
+    const bool host_ok = !host.empty() && std::all_of(host.begin(), host.end(), [&](char ch) {
       return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '_' ||
-             ch == ':';
+             (ch == ':' && bracketed);
     });
-    if (!host_ok) return fmt::format("\"{}\": not a host name or address", shown);
+    if (!host_ok) {
+      const bool ipv6 = host.find(':') != std::string_view::npos;
+      return fmt::format("\"{}\": not a host name or address{}", shown,
+                         ipv6 ? " (an IPv6 address goes in brackets: [::1]:9092)" : "");
+    }
     if (!port.empty()) {
       unsigned value = 0;
       const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
