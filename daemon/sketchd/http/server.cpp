@@ -7,6 +7,10 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -80,6 +84,76 @@ query_param find_query_param(const httplib::Request& req, std::string_view name)
   return result;
 }
 
+// httplib's task queue, growing: a connection holds its worker until it closes or idles
+// for the keep-alive timeout (5 s), and httplib's fixed pool queues new connections behind
+// busy ones, so that 17 idle clients held /healthz up for 5 s and 200 for a minute. Here a
+// connection that finds every worker busy gets a new one, up to kMaxWorkers (beyond that
+// it waits for one); workers idle for kIdleExit beyond the first kKeptWorkers exit.
+class growing_pool final : public httplib::TaskQueue {
+ public:
+  static constexpr std::size_t kKeptWorkers = 4;
+  static constexpr std::size_t kMaxWorkers = 512;
+  static constexpr std::chrono::seconds kIdleExit{30};
+
+  growing_pool() {
+    const std::lock_guard lock(mutex_);
+    while (workers_ < kKeptWorkers) start_worker();
+  }
+  ~growing_pool() override { shutdown(); }
+  growing_pool(const growing_pool&) = delete;
+  growing_pool& operator=(const growing_pool&) = delete;
+
+  void enqueue(std::function<void()> fn) override {
+    {
+      const std::lock_guard lock(mutex_);
+      jobs_.push_back(std::move(fn));
+      if (idle_ < jobs_.size() && workers_ < kMaxWorkers) start_worker();
+    }
+    work_.notify_one();
+  }
+
+  // Runs what is queued, then waits for every worker to end.
+  void shutdown() override {
+    std::unique_lock lock(mutex_);
+    stopping_ = true;
+    work_.notify_all();
+    ended_.wait(lock, [this] { return workers_ == 0; });
+  }
+
+ private:
+  // With mutex_ held. The thread is detached: shutdown() waits for the count instead.
+  void start_worker() {
+    ++workers_;
+    std::thread([this] { run(); }).detach();
+  }
+
+  void run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      ++idle_;
+      const bool woken =
+          work_.wait_for(lock, kIdleExit, [this] { return !jobs_.empty() || stopping_; });
+      --idle_;
+      if (jobs_.empty() && (stopping_ || (!woken && workers_ > kKeptWorkers))) break;
+      if (jobs_.empty()) continue;
+      std::function<void()> job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+    if (--workers_ == 0) ended_.notify_all();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable work_;
+  std::condition_variable ended_;
+  std::deque<std::function<void()>> jobs_;
+  std::size_t workers_ = 0;
+  std::size_t idle_ = 0;
+  bool stopping_ = false;
+};
+
 }  // namespace
 
 http_server::http_server(const http_config& config, const metrics::registry& registry,
@@ -98,11 +172,9 @@ void http_server::routes() {
   auto& s = *server_;
   s.set_read_timeout(std::chrono::seconds(5));
   s.set_write_timeout(std::chrono::seconds(5));
-  // Every worker of httplib's pool may take a pipeline lock for one batch at most. A worker
-  // serves one connection at a time, and an idle keep-alive connection holds its worker
-  // for up to 5 s: 16, so that a few idle clients (scrapers, health checks, dashboards) do
-  // not hold up /healthz.
-  s.new_task_queue = [] { return new httplib::ThreadPool(16); };  // owned by httplib
+  // A worker per connection, as many as there are connections (growing_pool above). Every
+  // worker may take a pipeline lock for one batch at most.
+  s.new_task_queue = [] { return new growing_pool; };  // owned by httplib
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second
   // sketchd on the same address starts and the kernel splits the scrapes between the two.
   s.set_socket_options([](socket_t sock) {
