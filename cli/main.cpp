@@ -14,6 +14,7 @@
 #include <cstring>
 #include <iostream>
 #include <new>
+#include <numbers>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -25,6 +26,7 @@
 #include "sketch/bloom.h"
 #include "sketch/bloom_math.h"
 #include "sketch/count_min.h"
+#include "sketch/memory.h"
 #include "sketch/top_k.h"
 
 namespace sketch::cli {
@@ -102,6 +104,18 @@ void sized_by(std::string_view options, F&& size) {
   } catch (const std::bad_alloc&) {
     throw usage_error(fmt::format("{}: not enough memory for this size", options));
   }
+}
+
+// A filter of `bytes` must fit in the memory this process may use: zeroing one that does
+// not would end in the OOM killer, after a long wait. A bad argument, named.
+void check_fits(std::string_view options, double bytes) {
+  const double usable = static_cast<double>(sketch::usable_memory_bytes());
+  if (bytes <= usable) return;
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  throw usage_error(
+      fmt::format("{}: the filter needs at least {:.3g} GiB, more than the {:.3g} GiB of memory "
+                  "this process may use",
+                  options, bytes / kGiB, usable / kGiB));
 }
 
 // Every FILE must be readable before any output: a missing one is a bad argument.
@@ -285,6 +299,13 @@ int run_dedup(const dedup_options& o) {
   // until exit() flushes it, after every local is gone when an exception ends the command.
   static char out_buffer[1 << 20];
   std::setvbuf(stdout, out_buffer, _IOFBF, sizeof out_buffer);
+  // The bits either layout takes, within a block of 256 bits, for the memory check.
+  if (o.bits_per_item) {
+    check_fits(sizing, *o.bits_per_item * static_cast<double>(n) / 8);
+  } else {
+    check_fits(sizing,
+               -static_cast<double>(n) * std::log(p) / (std::numbers::ln2 * std::numbers::ln2) / 8);
+  }
   if (layout == "classic") {
     std::optional<bloom_filter> f;
     if (o.bits_per_item) {

@@ -19,18 +19,17 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 
+#include "sketch/memory.h"
 #include "sketchd/commands.h"
 #include "sketchd/config/config.h"
 #include "sketchd/generator/generator.h"
@@ -180,26 +179,6 @@ bool restore(const config& cfg, state::store& store,
   return true;
 }
 
-// The memory this process may use: the machine's physical memory, or its cgroup's limit
-// (v2 memory.max, or v1 memory.limit_in_bytes) when that is lower.
-std::uint64_t memory_limit_bytes() {
-  std::uint64_t limit = static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
-                        static_cast<std::uint64_t>(::sysconf(_SC_PAGE_SIZE));
-  std::vector<std::string> files = {"/sys/fs/cgroup/memory.max",
-                                    "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
-  std::ifstream cgroups("/proc/self/cgroup");
-  for (std::string line; std::getline(cgroups, line);) {
-    if (line.starts_with("0::/") && line.size() > 4)
-      files.push_back("/sys/fs/cgroup" + line.substr(3) + "/memory.max");
-  }
-  for (const std::string& file : files) {
-    std::ifstream in(file);
-    std::uint64_t value = 0;
-    if (in >> value && value > 0) limit = std::min(limit, value);  // "max": no limit
-  }
-  return limit;
-}
-
 // False, with a critical line, when the pipelines' sketches alone cannot fit in the memory
 // this process may use: the start would otherwise end in the OOM killer, silently, after
 // zeroing gigabytes.
@@ -213,7 +192,7 @@ bool sketches_fit_in_memory(const config& cfg) {
     parts += fmt::format("{}{} {:.3g} GiB", parts.empty() ? "" : ", ", p.name,
                          static_cast<double>(bytes) / kGiB);
   }
-  const std::uint64_t limit = memory_limit_bytes();
+  const std::uint64_t limit = sketch::usable_memory_bytes();
   if (need <= limit) return true;
   spdlog::critical(
       "the pipelines' sketches need at least {:.3g} GiB ({}), more than the {:.3g} GiB of memory "
@@ -387,8 +366,8 @@ int run(const config& cfg) {
       up.samples.push_back({{}, static_cast<double>(*n)});
     out.push_back(std::move(up));
     out.push_back({"sketchd_kafka_consume_errors_total",
-                   "Errors the Kafka client reported in place of a message (topic, partition or "
-                   "transport), each skipped.",
+                   "Errors the Kafka client reported in place of a message (a missing topic, a "
+                   "partition that cannot be fetched), each skipped.",
                    metrics::metric_type::counter,
                    {{{}, static_cast<double>(source.consume_errors())}}});
   });

@@ -286,6 +286,10 @@ expect_usage_error "--hashes" fpr --bits 100 --items 10
 expect_usage_error "--hashes" fpr --bits 100 --items 10 --hashes 7 --layout blocked
 expect_usage_error "--bits-per-item" dedup --fpr 0.01 --bits-per-item 10
 expect_usage_error "--hashes" dedup --hashes 7
+# A filter that cannot fit in memory (1.7 TiB) is refused before it is allocated, at once,
+# instead of zeroing memory until the OOM killer comes.
+expect_usage_error "more than the" dedup --items 1000G --fpr 0.001
+expect_usage_error "more than the" dedup --items 100G --bits-per-item 100 --hashes 7
 expect_usage_error "--hashes" dedup --bits-per-item 10 --hashes 7 --layout blocked
 expect_usage_error "--bits-per-item" dedup --bits-per-item 0
 expect_usage_error "--nope" dedup --nope
