@@ -12,6 +12,7 @@
 #include <functional>
 #include <mutex>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 #include "sketchd/util/json.h"
@@ -107,7 +108,13 @@ class growing_pool final : public httplib::TaskQueue {
     {
       const std::lock_guard lock(mutex_);
       jobs_.push_back(std::move(fn));
-      if (idle_ < jobs_.size() && workers_ < kMaxWorkers) start_worker();
+      if (idle_ < jobs_.size() && workers_ < kMaxWorkers) {
+        try {
+          start_worker();
+        } catch (const std::system_error&) {
+          // No thread to be had (a pids limit): the connection waits for a worker.
+        }
+      }
     }
     work_.notify_one();
   }
@@ -121,10 +128,12 @@ class growing_pool final : public httplib::TaskQueue {
   }
 
  private:
-  // With mutex_ held. The thread is detached: shutdown() waits for the count instead.
+  // With mutex_ held (so the new thread counts itself out only after this counted it in).
+  // The thread is detached: shutdown() waits for the count instead. Throws
+  // std::system_error when no thread can be created.
   void start_worker() {
-    ++workers_;
     std::thread([this] { run(); }).detach();
+    ++workers_;
   }
 
   void run() {
