@@ -777,6 +777,9 @@ TEST(ConfigErrors, BrokerListIsChecked) {
               ElementsAre(HasSubstr("an IPv6 address goes in brackets")));
   EXPECT_THAT(broker_errors("SASL_SSL://k1:9093,plaintext://k2:9092"), ::testing::IsEmpty());
   EXPECT_THAT(broker_errors("https://k1:9093"), ElementsAre(HasSubstr("unknown protocol")));
+  EXPECT_THAT(broker_errors("SSL://"), ElementsAre(HasSubstr("no host after the protocol")));
+  EXPECT_THAT(broker_errors("[]:9092"), ElementsAre(HasSubstr("not a host name or address")));
+  EXPECT_THAT(broker_errors("["), ElementsAre(HasSubstr("closing \"]\"")));
 }
 
 TEST(ConfigErrors, PipelinesFeedingEachOtherInALoopAreRejected) {

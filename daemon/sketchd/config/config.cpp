@@ -767,6 +767,7 @@ std::optional<std::string> broker_list_problem(std::string_view list) {
                            shown);
       }
       entry.remove_prefix(scheme + 3);
+      if (entry.empty()) return fmt::format("\"{}\": no host after the protocol", shown);
     }
     std::string_view host = entry;
     std::string_view port;
