@@ -729,6 +729,9 @@ TEST(ConfigErrors, EmptyAndMultiDocumentFilesAreErrors) {
                           "got a list"));
   EXPECT_THAT(errors_of(load(std::string(kMinimal) + "---\nkafka: {}\n")),
               ElementsAre("test.yaml:9:1: only one YAML document is allowed (remove the \"---\")"));
+  // An empty first document: the second document is the problem, not emptiness.
+  EXPECT_THAT(errors_of(load("---\n---\n" + std::string(kMinimal))),
+              ElementsAre(HasSubstr("only one YAML document is allowed")));
 }
 
 TEST(ConfigErrors, HttpListenAddressIsChecked) {

@@ -1342,12 +1342,16 @@ load_result load_config_string(std::string_view yaml, const std::string& file_na
     result.errors = c.take_errors();
     return result;
   }
+  // Several documents: that is the error, even when the first is empty (say, a file that
+  // starts with "---" twice).
+  if (documents.size() > 1) {
+    c.error(documents[1].Mark(), "only one YAML document is allowed (remove the \"---\")");
+  }
   if (documents.empty() || documents.front().IsNull()) {
-    c.error(YAML::Mark(), "the configuration is empty: it needs at least kafka and pipelines");
-  } else {
-    if (documents.size() > 1) {
-      c.error(documents[1].Mark(), "only one YAML document is allowed (remove the \"---\")");
+    if (documents.size() <= 1) {
+      c.error(YAML::Mark(), "the configuration is empty: it needs at least kafka and pipelines");
     }
+  } else {
     config cfg = read_config(c, documents.front());
     if (c.ok()) result.value = std::move(cfg);
   }
