@@ -50,12 +50,6 @@ pipelines:
     dedup: { window: 1h, capacity: 100k, fpr: 0.001 }
 EOF
 
-# keyed_lines FIRST COUNT: "kI|{…}" lines for I in FIRST … FIRST+COUNT−1.
-keyed_lines() {
-  awk -v first="$1" -v count="$2" \
-    'BEGIN { for (i = first; i < first + count; i++) printf "k%d|{\"user\":{\"id\":\"k%d\"}}\n", i, i }'
-}
-
 # stop_daemon NAME [SIGNAL]: SIGTERM (or SIGNAL), exit status 0 within 5 s, and the
 # shutdown in the log.
 stop_daemon() {

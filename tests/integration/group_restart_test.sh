@@ -21,10 +21,7 @@ itest_init "$@"
 chunk=2000
 start_mock_kafka events:4 unique:4
 # chunk N: events of items N·chunk … (N+1)·chunk − 1, keyed by item.
-chunk_events() {
-  awk -v first="$(($1 * chunk))" -v count="$chunk" \
-    'BEGIN { for (i = first; i < first + count; i++) printf "k%d|{\"user\":{\"id\":\"k%d\"}}\n", i, i }'
-}
+chunk_events() { keyed_lines $(($1 * chunk)) "$chunk"; }
 
 # config NAME: A's or B's configuration (its own port and state directory).
 config() {

@@ -19,10 +19,7 @@ itest_init "$@"
 chunk=2000
 MOCK_CONTROL=1 start_mock_kafka events:2
 # chunk_events N: events of items N·chunk … (N+1)·chunk − 1, keyed by item.
-chunk_events() {
-  awk -v first="$(($1 * chunk))" -v count="$chunk" \
-    'BEGIN { for (i = first; i < first + count; i++) printf "k%d|{\"user\":{\"id\":\"k%d\"}}\n", i, i }'
-}
+chunk_events() { keyed_lines $(($1 * chunk)) "$chunk"; }
 chunk_events 0 | produce events -K'|'
 
 port=$(free_port)

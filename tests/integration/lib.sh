@@ -187,6 +187,13 @@ mock_control() {
   fail "mock-kafka did not acknowledge \"$command\""
 }
 
+# keyed_lines FIRST COUNT: events for kcat -K'|', one per item kI for I in FIRST …
+# FIRST+COUNT−1: "kI|{"user":{"id":"kI"}}" (the key is the item, the value its JSON).
+keyed_lines() {
+  awk -v first="$1" -v count="$2" \
+    'BEGIN { for (i = first; i < first + count; i++) printf "k%d|{\"user\":{\"id\":\"k%d\"}}\n", i, i }'
+}
+
 # produce TOPIC [KCAT OPTIONS…] < LINES: produces with kcat and waits for every delivery.
 produce() {
   local topic=$1

@@ -25,7 +25,7 @@ for p in 0 1; do
   mock_control "leader events $p 1"
   mock_control "leader unique $p 2"
 done
-for i in $(seq "$events"); do printf 'k%d|{"user":{"id":"k%d"}}\n' "$i" "$i"; done >"$work/events"
+keyed_lines 1 "$events" >"$work/events"
 produce events -K'|' <"$work/events"
 log "produced $events events over $events distinct items"
 mock_control "down 2"
@@ -84,7 +84,7 @@ log "broker 2 back: $forwarded of $first_seen first-seen events forwarded"
 # leave at most 5 s each), exit 1: the final snapshot could not be written (outputs
 # undelivered), which the log says.
 mock_control "down 2"
-for i in $(seq 5001 5600); do printf 'k%d|{"user":{"id":"k%d"}}\n' "$i" "$i"; done | produce events -K'|'
+keyed_lines 5001 600 | produce events -K'|'
 wait_metric 'sketchd_producer_queue_messages' -ge 100 30
 sleep 2
 stop_process "$daemon_pid" 30 || fail "sketchd did not stop within 30 s of SIGTERM with the output down"
