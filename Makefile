@@ -4,9 +4,10 @@
 JOBS      ?= $(shell nproc)
 BUILD     ?= build
 ASAN      ?= build-asan
+TSAN      ?= build-tsan
 CMAKE_ARGS ?=
 
-.PHONY: all deps build build-asan test test-unit test-asan demo bench format clean
+.PHONY: all deps build build-asan build-tsan test test-unit demo bench format clean
 
 all: build
 
@@ -26,11 +27,21 @@ $(ASAN)/CMakeCache.txt:
 build-asan: deps $(ASAN)/CMakeCache.txt
 	cmake --build $(ASAN) -j $(JOBS)
 
-# Every test: unit and integration tests on the optimised build, then the unit tests
-# again under AddressSanitizer and UndefinedBehaviorSanitizer.
-test: build build-asan
+$(TSAN)/CMakeCache.txt:
+	cmake -S . -B $(TSAN) -DCMAKE_BUILD_TYPE=Debug -DSKETCHD_SANITIZE=thread \
+	  -DSKETCHD_BUILD_BENCH=OFF $(CMAKE_ARGS)
+
+build-tsan: deps $(TSAN)/CMakeCache.txt
+	cmake --build $(TSAN) -j $(JOBS)
+
+# Every test: unit and integration tests on the optimised build; the unit tests again
+# under AddressSanitizer and UndefinedBehaviorSanitizer; the unit and integration tests
+# again under ThreadSanitizer (the daemon's threads: processing, polling, HTTP workers,
+# librdkafka's callbacks).
+test: build build-asan build-tsan
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	cd $(ASAN) && ctest --output-on-failure -j $(JOBS) -L unit
+	cd $(TSAN) && ctest --output-on-failure -j $(JOBS) -L 'unit|integration'
 
 test-unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
@@ -47,4 +58,4 @@ format:
 	git ls-files '*.cpp' '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(ASAN)
+	rm -rf $(BUILD) $(ASAN) $(TSAN)
