@@ -216,26 +216,25 @@ void http_server::routes() {
     res.set_content(body, kJson);
   });
 
-  const auto find = [this](const std::string& name) -> const pipeline* {
+  // The pipeline the path names (its first match), or nullptr after answering 404.
+  const auto find = [this](const httplib::Request& req, httplib::Response& res) -> const pipeline* {
+    const std::string name = req.matches[1];
     for (const auto* p : pipelines_) {
       if (p->name() == name) return p;
     }
+    json_error(res, 404, fmt::format("no pipeline named \"{}\"", name));
     return nullptr;
   };
   s.Get(R"(/api/v1/pipelines/([^/]+))",
         [find](const httplib::Request& req, httplib::Response& res) {
-          const pipeline* p = find(req.matches[1]);
-          if (!p)
-            return json_error(res, 404,
-                              fmt::format("no pipeline named \"{}\"", std::string(req.matches[1])));
+          const pipeline* p = find(req, res);
+          if (!p) return;
           res.set_content(p->describe_json() + "\n", kJson);
         });
   s.Get(R"(/api/v1/pipelines/([^/]+)/topk)",
         [find](const httplib::Request& req, httplib::Response& res) {
-          const pipeline* p = find(req.matches[1]);
-          if (!p)
-            return json_error(res, 404,
-                              fmt::format("no pipeline named \"{}\"", std::string(req.matches[1])));
+          const pipeline* p = find(req, res);
+          if (!p) return;
           const auto body = p->topk_json();
           if (!body)
             return json_error(
@@ -244,11 +243,8 @@ void http_server::routes() {
         });
   s.Get(R"(/api/v1/pipelines/([^/]+)/(estimate|seen))",
         [find](const httplib::Request& req, httplib::Response& res) {
-          const pipeline* p = find(req.matches[1]);
-          if (!p) {
-            return json_error(res, 404,
-                              fmt::format("no pipeline named \"{}\"", std::string(req.matches[1])));
-          }
+          const pipeline* p = find(req, res);
+          if (!p) return;
           const query_param param = find_query_param(req, "item");
           if (!param.error.empty()) return json_error(res, 400, param.error);
           const std::string& item = param.value;
