@@ -45,16 +45,7 @@ start_daemon "$work/sketchd.yaml"
 wait_metric 'sketchd_pipeline_items_total{pipeline="clicks"}' -ge "$messages" 60
 
 # The lag of every partition appears with the statistics and reaches 0 after the commit.
-deadline=$((SECONDS + 30))
-while :; do
-  scrape
-  lags=$(metric_series "$work/metrics.txt" sketchd_kafka_consumer_lag_messages)
-  if [[ $(grep -c . <<<"$lags") -eq 4 ]] && ! awk '$NF != 0 { bad = 1 } END { exit !bad }' <<<"$lags"; then
-    break
-  fi
-  ((SECONDS < deadline)) || fail "consumer lag not 0 on 4 partitions within 30 s: ${lags:-no series}"
-  sleep 0.5
-done
+wait_committed 4 30
 for p in 0 1 2 3; do
   require_value "$work/metrics.txt" "sketchd_kafka_consumer_lag_messages{topic=\"$topic\",partition=\"$p\"}" >/dev/null
 done

@@ -5,7 +5,7 @@
 # once, so every event is first-seen) to an output topic:
 #   1. both consume the first 2,000 events; B gets SIGTERM (its snapshot records its
 #      partitions' positions) and A takes over all 4 partitions;
-#   2. 2,000 more events: A forwards them, B's partitions included;
+#   2. 2,000 more events: A forwards them, B's partitions included, and commits them;
 #   3. B starts again on its state.dir: it restores its snapshot and gets partitions back,
 #      at the group's committed offsets, past its snapshot's positions, not at those (which
 #      forwarded A's work a second time: 1,000 duplicates downstream in an audit's run);
@@ -94,7 +94,12 @@ wait_assigned a 4
 a_before=$(forwarded "$port_a")
 chunk_events 1 | produce events -K'|'
 wait_total $((a_before + chunk)) "$port_a"
-log "2. A forwarded the second $chunk events alone"
+# B's return starts a rebalance, during which the mock cluster refuses commits (a real
+# broker takes those of the current generation until the members have rejoined): A's
+# work must be committed before, or the group's offsets would still be B's snapshot's.
+http="http://127.0.0.1:$port_a"
+wait_committed 4 60
+log "2. A forwarded the second $chunk events alone and committed them"
 
 port=$port_b start_daemon "$work/b.yaml" b-again
 wait_assigned b-again 2

@@ -292,6 +292,22 @@ wait_metric() {
   fail "$series is \"$metric\" after $limit s, expected $op $target"
 }
 
+# wait_committed PARTITIONS SECONDS: scrapes until sketchd_kafka_consumer_lag_messages has
+# PARTITIONS samples, all 0: the group has committed every message of the partitions the
+# daemon holds. The lag comes with the client's statistics, every 5 s.
+wait_committed() {
+  local want=$1 limit=$2 lags
+  local deadline=$((SECONDS + limit))
+  while :; do
+    kill -0 "$daemon_pid" 2>/dev/null || fail "sketchd exited while waiting for its commits"
+    scrape
+    lags=$(metric_series "$work/metrics.txt" sketchd_kafka_consumer_lag_messages | awk '{ print $NF }')
+    if [[ $(grep -c . <<<"$lags") == "$want" ]] && ! grep -qv '^0$' <<<"$lags"; then return 0; fi
+    ((SECONDS < deadline)) || fail "consumer lag not 0 on $want partitions within $limit s: $(tr '\n' ' ' <<<"$lags")"
+    sleep 0.3
+  done
+}
+
 # compare A OP B: the numeric comparison OP (-eq, -ne, -ge, -gt, -le, -lt) of two numbers
 # in any notation the exposition uses (42, 0.5, 1e-05).
 compare() {

@@ -120,14 +120,7 @@ wait "$producer_pid" || fail "the producer failed: $(cat "$work/producer.log")"
 log "produced"
 
 # B now owns every partition; its lag is 0 on all of them once everything is committed.
-deadline=$((SECONDS + 60))
-while :; do
-  scrape
-  lags=$(metric_series "$work/metrics.txt" sketchd_kafka_consumer_lag_messages | awk '{ print $NF }')
-  if [[ $(wc -l <<<"$lags") == "$partitions" ]] && ! grep -qv '^0$' <<<"$lags"; then break; fi
-  ((SECONDS < deadline)) || fail "B's lag is not 0 on all $partitions partitions after 60 s: $(tr '\n' ' ' <<<"$lags")"
-  sleep 0.3
-done
+wait_committed "$partitions" 60
 first_seen_b=$(require_value "$work/metrics.txt" 'sketchd_dedup_first_seen_total{pipeline="orders"}')
 wait_metric 'sketchd_dedup_forwarded_total{pipeline="orders"}' -eq "$first_seen_b" 30
 stop_process "$pid_b" 15 || fail "B did not exit within 15 s of SIGTERM"
