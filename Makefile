@@ -34,13 +34,14 @@ $(TSAN)/CMakeCache.txt:
 build-tsan: deps $(TSAN)/CMakeCache.txt
 	cmake --build $(TSAN) -j $(JOBS)
 
-# Every test: unit and integration tests on the optimised build; the unit tests again
-# under AddressSanitizer and UndefinedBehaviorSanitizer; the unit and integration tests
-# again under ThreadSanitizer (the daemon's threads: processing, polling, HTTP workers,
+# Every test: unit, cli, integration and static tests on the optimised build; all but the
+# static ones (checks of the dashboards and deployment files) again under
+# AddressSanitizer and UndefinedBehaviorSanitizer; the unit and integration tests again
+# under ThreadSanitizer (the daemon's threads: processing, polling, HTTP workers,
 # librdkafka's callbacks).
 test: build build-asan build-tsan
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
-	cd $(ASAN) && ctest --output-on-failure -j $(JOBS) -L unit
+	cd $(ASAN) && ctest --output-on-failure -j $(JOBS) -LE static
 	cd $(TSAN) && ctest --output-on-failure -j $(JOBS) -L 'unit|integration'
 
 test-unit: build
