@@ -170,10 +170,8 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
     }
   }
   warn_extract_failures(wall_ms);
-  // The forwarding results of the batch, before the processor's own: a scrape never shows
-  // consumption stopped without the failures that stopped it.
   for (const auto& p : pipelines_) p->publish_counters();
-  publish(true);
+  publish();
 }
 
 void processor::send_alert(std::size_t p, const sketch::heavy_event& e, std::int64_t wall_ms) {
@@ -267,14 +265,14 @@ void processor::drain(std::vector<kafka::partition_offset>& out) {
 void processor::poll(std::vector<kafka::partition_offset>& out) {
   if (sink_) sink_->poll();
   drain(out);
-  publish(false);
+  publish();
 }
 
 bool processor::flush(std::chrono::milliseconds timeout,
                       std::vector<kafka::partition_offset>& out) {
   const bool done = !sink_ || sink_->flush(timeout);
   drain(out);
-  publish(false);
+  publish();
   return done;
 }
 
@@ -350,12 +348,18 @@ void processor::warn_extract_failures(std::int64_t wall_ms) {
   }
 }
 
-void processor::publish(bool end_of_batch) {
+void processor::publish() {
   std::lock_guard lock(mutex_);
   published_ = local_;
-  // Only once the pipelines have published their counters too (publish_counters), so that a
-  // scrape never shows consumption stopped without the failures that stopped it.
-  if (end_of_batch) stopped_ = failed();
+}
+
+void processor::consumption_stopped() {
+  // The pipelines' forwarding failures first: a scrape never shows consumption stopped
+  // without the failures that stopped it.
+  for (const auto& p : pipelines_) p->publish_counters();
+  std::lock_guard lock(mutex_);
+  published_ = local_;
+  stopped_ = true;
 }
 
 void processor::collect(std::vector<metrics::metric_family>& out) const {

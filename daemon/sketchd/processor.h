@@ -82,6 +82,11 @@ class processor {
   // pipeline, topic, error and the input message where consumption stopped.
   [[nodiscard]] bool failed() const noexcept { return tracker_.failed() || !failure_.empty(); }
   [[nodiscard]] const std::string& failure_reason() const noexcept { return failure_; }
+  // Consumption has stopped after failed(): sketchd_consumption_stopped reads 1 from now on,
+  // with the counters of the failures that stopped it published first. Called by the run
+  // loop once it has paused the consumer and /readyz says why, so that a scrape never shows
+  // consumption stopped while /readyz still answers 200.
+  void consumption_stopped();
   // A fatal producer error (the daemon must exit).
   [[nodiscard]] std::optional<std::string> fatal_error() const;
 
@@ -112,7 +117,7 @@ class processor {
   void send_alert(std::size_t pipeline, const sketch::heavy_event& e, std::int64_t wall_ms);
   void drain(std::vector<kafka::partition_offset>& out);
   void warn_extract_failures(std::int64_t wall_ms);
-  void publish(bool end_of_batch);
+  void publish();
 
   const config& config_;
   std::vector<pipeline*> pipelines_;

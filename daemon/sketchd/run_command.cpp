@@ -464,6 +464,7 @@ int run(const config& cfg) {
       // Never skip ahead: stop reading, keep serving metrics and /readyz with the reason.
       source.pause();
       ready.set(false, proc.failure_reason());
+      proc.consumption_stopped();
     }
     {
       std::lock_guard lock(counters.mutex);
