@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # An input cluster that goes away is visible in the metrics, and nothing is lost while it
 # is away. A 1-broker mock cluster with fault injection:
-#   1. 2,000 events are consumed; sketchd_kafka_brokers_up is 1;
+#   1. 2,000 events are consumed and committed; sketchd_kafka_brokers_up is 1;
 #   2. the broker goes down: sketchd_kafka_brokers_up falls to 0 within 30 s (statistics
 #      come every 5 s), the alert SketchdKafkaUnreachable's condition; sketchd stays alive
 #      (/healthz 200) and keeps answering /metrics;
@@ -41,7 +41,10 @@ EOF
 start_daemon "$work/sketchd.yaml"
 wait_metric 'sketchd_pipeline_items_total{pipeline="orders"}' -ge "$chunk" 30
 wait_metric 'sketchd_kafka_brokers_up' -eq 1 15
-log "consumed $chunk events; sketchd_kafka_brokers_up 1"
+# Committed before the outage: should the group drop sketchd meanwhile, it resumes there,
+# and reads nothing twice.
+wait_committed 2 30
+log "consumed and committed $chunk events; sketchd_kafka_brokers_up 1"
 
 mock_control "down 1"
 wait_metric 'sketchd_kafka_brokers_up' -eq 0 30

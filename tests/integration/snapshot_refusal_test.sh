@@ -109,7 +109,8 @@ stop_process "$daemon_pid" 10 || fail "sketchd did not stop"
 # The state directory goes away, then becomes a file.
 sed 's/snapshot_interval: 1m/snapshot_interval: 1s/' "$work/good.yaml" >"$work/often.yaml"
 start_daemon "$work/often.yaml" gone
-rm -rf "$work/state"
+# Moved away in one step (not rm -rf, which a snapshot written meanwhile would make fail).
+mv "$work/state" "$work/state.removed"
 for _ in $(seq 100); do
   [[ -s $snapshot ]] && break
   sleep 0.1
@@ -117,7 +118,7 @@ done
 [[ -s $snapshot ]] || fail "no snapshot within 10 s after the state directory was removed"
 check_log "$work/gone.err" "was gone: created it again"
 log "state directory removed: created again, snapshot written"
-rm -rf "$work/state"
+mv "$work/state" "$work/state.removed-again"
 echo "not a directory" >"$work/state"
 wait_metric 'sketchd_snapshot_failures_total' -ge 1 15
 stop_process "$daemon_pid" 20 || fail "sketchd did not stop within 20 s"
