@@ -98,11 +98,9 @@ wait_total $((a_before + chunk)) "$port_a"
 # B's return starts a rebalance, during which the mock cluster refuses commits (a real
 # broker takes those of the current generation until the members have rejoined): A's
 # work must be committed before, or the group's offsets would still be B's snapshot's.
-# The lag comes with the statistics (every 500 ms here): one second from now, it is newer
-# than the chunk, and reads 0 once A's commit of it has landed.
-sleep 1
+# Statistics come every 500 ms here: those of one second from now are newer than the chunk.
 http="http://127.0.0.1:$port_a"
-wait_committed 4 60
+wait_committed 4 60 1
 log "2. A forwarded the second $chunk events alone and committed them"
 
 port=$port_b start_daemon "$work/b.yaml" b-again

@@ -292,11 +292,14 @@ wait_metric() {
   fail "$series is \"$metric\" after $limit s, expected $op $target"
 }
 
-# wait_committed PARTITIONS SECONDS: scrapes until sketchd_kafka_consumer_lag_messages has
-# PARTITIONS samples, all 0: the group has committed every message of the partitions the
-# daemon holds. The lag comes with the client's statistics, every 5 s.
+# wait_committed PARTITIONS SECONDS [FRESH]: scrapes until sketchd_kafka_consumer_lag_messages
+# has PARTITIONS samples, all 0: the group has committed every message of the partitions
+# the daemon holds. The lag comes with the client's statistics (statistics.interval.ms,
+# 5 s by default), so it may still show a 0 from before the last messages arrived: FRESH
+# seconds (at least twice the interval) are waited first, so that only newer ones count.
 wait_committed() {
   local want=$1 limit=$2 lags
+  sleep "${3:-0}"
   local deadline=$((SECONDS + limit))
   while :; do
     kill -0 "$daemon_pid" 2>/dev/null || fail "sketchd exited while waiting for its commits"

@@ -153,8 +153,7 @@ while :; do
   if ((items2 >= chunk)) && [[ $fw2 == "$fs2" ]]; then
     # Every event of in-kill consumed and committed (its outputs delivered): the lag, from
     # statistics newer than chunk 3 (every 500 ms), is 0 on the 4 partitions.
-    sleep 1
-    wait_committed 4 60
+    wait_committed 4 60 1
     items2=$(value 'sketchd_pipeline_items_total{pipeline="orders"}')
     fs2=$(value 'sketchd_dedup_first_seen_total{pipeline="orders"}')
     [[ $(value 'sketchd_dedup_forwarded_total{pipeline="orders"}') == "$fs2" ]] && break
