@@ -5,9 +5,11 @@ JOBS      ?= $(shell nproc)
 BUILD     ?= build
 ASAN      ?= build-asan
 TSAN      ?= build-tsan
+FUZZ      ?= build-fuzz
+FUZZ_SECONDS ?= 60
 CMAKE_ARGS ?=
 
-.PHONY: all deps build build-asan build-tsan test test-unit demo bench format clean
+.PHONY: all deps build build-asan build-tsan test test-unit demo bench fuzz format clean
 
 all: build
 
@@ -53,10 +55,25 @@ demo: build
 bench: build
 	bash bench/run.sh $(BUILD)
 
+# Each fuzz target of tests/fuzz/ for FUZZ_SECONDS under libFuzzer, with AddressSanitizer
+# and UndefinedBehaviorSanitizer (clang; installs Debian's clang if missing). Not part of
+# `make test`, which replays the targets' corpora instead. Details in tests/fuzz/run.sh.
+$(FUZZ)/CMakeCache.txt:
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DSKETCHD_FUZZ=ON -DSKETCHD_SANITIZE=address,undefined -DSKETCHD_JEMALLOC=OFF \
+	  -DSKETCHD_BUILD_BENCH=OFF $(CMAKE_ARGS)
+
+fuzz:
+	@bash scripts/install-deps.sh --fuzz
+	$(MAKE) $(FUZZ)/CMakeCache.txt
+	cmake --build $(FUZZ) -j $(JOBS) --target library_records_fuzz config_fuzz extractor_fuzz \
+	  snapshot_fuzz values_fuzz
+	bash tests/fuzz/run.sh $(FUZZ) $(FUZZ_SECONDS)
+
 # The C++ sources in the style of .clang-format (needs Debian's clang-format, which the
 # build does not).
 format:
 	git ls-files '*.cpp' '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(TSAN)
+	rm -rf $(BUILD) $(ASAN) $(TSAN) $(FUZZ)

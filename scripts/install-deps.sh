@@ -7,6 +7,8 @@
 #   scripts/install-deps.sh --build-only  only what building sketch and sketchd needs
 #                                         (configure with -DSKETCHD_BUILD_TESTS=OFF
 #                                         -DSKETCHD_BUILD_BENCH=OFF; deploy/Dockerfile does)
+#   scripts/install-deps.sh --fuzz        everything, and clang with its libFuzzer
+#                                         (`make fuzz`, tests/fuzz/)
 set -euo pipefail
 
 BUILD_PACKAGES=(
@@ -29,10 +31,16 @@ TEST_PACKAGES=(
   gawk coreutils time wamerican
 )
 
+FUZZ_PACKAGES=(
+  # clang, and its runtime libraries, which hold libFuzzer and the sanitizers
+  clang libclang-rt-14-dev
+)
+
 case "${1:-}" in
   "") PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
   --build-only) PACKAGES=("${BUILD_PACKAGES[@]}") ;;
-  *) echo "usage: $0 [--build-only]" >&2; exit 2 ;;
+  --fuzz) PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}") ;;
+  *) echo "usage: $0 [--build-only | --fuzz]" >&2; exit 2 ;;
 esac
 
 missing=()

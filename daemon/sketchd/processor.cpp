@@ -35,10 +35,7 @@ std::string utc_time(std::int64_t ms) {
 processor::processor(const config& cfg, std::vector<pipeline*> pipelines,
                      std::vector<std::string> topics, const std::string& bootstrap_servers,
                      std::function<bool()> stop)
-    : config_(cfg),
-      pipelines_(std::move(pipelines)),
-      topics_(std::move(topics)),
-      stop_(std::move(stop)) {
+    : pipelines_(std::move(pipelines)), topics_(std::move(topics)), stop_(std::move(stop)) {
   topic_routes_.resize(topics_.size());
   outputs_.resize(pipelines_.size());
   inputs_.resize(pipelines_.size());

@@ -119,7 +119,6 @@ class processor {
   void warn_extract_failures(std::int64_t wall_ms);
   void publish();
 
-  const config& config_;
   std::vector<pipeline*> pipelines_;
   std::vector<std::string> topics_;
   std::vector<std::vector<std::size_t>> topic_routes_;  // topic index → pipeline indices

@@ -151,7 +151,9 @@ bool restore(const config& cfg, state::store& store,
     return true;
   }
   std::set<std::string> restored;
-  for (const auto& [name, blob] : snap->pipelines) {
+  for (const auto& entry : snap->pipelines) {
+    const std::string& name = entry.first;
+    const std::string& blob = entry.second;
     auto it = std::find_if(pipelines.begin(), pipelines.end(),
                            [&](const auto& p) { return p->name() == name; });
     if (it == pipelines.end()) {

@@ -12,7 +12,6 @@
 namespace sketch {
 namespace {
 
-constexpr std::uint32_t kSaturated = count_min_sketch::kSaturated;
 using detail::saturating_add;
 
 // Empty when width and depth are acceptable, else what is wrong with them.
@@ -103,7 +102,7 @@ std::uint64_t count_min_sketch::estimate_at(const positions& at) const noexcept 
 // afterwards every counter is at least that target and the smallest equals it, so the new
 // estimate is the target).
 std::uint64_t count_min_sketch::update(hash128 h, std::uint32_t weight) noexcept {
-  total_ += weight;
+  total_ = saturating_add(total_, std::uint64_t{weight});
   index_sequence columns(h, width_);
   std::uint32_t* row = counters_.data();
   if (!conservative_) {
@@ -182,7 +181,7 @@ void count_min_sketch::add_counters(const count_min_sketch& other) noexcept {
   for (std::size_t i = 0; i < counters_.size(); ++i) {
     counters_[i] = saturating_add(counters_[i], other.counters_[i]);
   }
-  total_ = total_ + other.total_ < total_ ? UINT64_MAX : total_ + other.total_;
+  total_ = saturating_add(total_, other.total_);
 }
 
 void count_min_sketch::merge(const count_min_sketch& other) {

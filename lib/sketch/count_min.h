@@ -27,6 +27,11 @@ namespace detail {
   const std::uint32_t sum = a + b;
   return sum < a ? UINT32_MAX : sum;
 }
+// The same for the 64-bit totals (N), which saturate too rather than wrap to a small N.
+[[nodiscard]] inline std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) noexcept {
+  const std::uint64_t sum = a + b;
+  return sum < a ? UINT64_MAX : sum;
+}
 }  // namespace detail
 
 // d rows of w 32-bit counters. An update adds the item's weight to one counter per row; the

@@ -157,8 +157,8 @@ void rolling_count_min::advance(std::int64_t now_ms) noexcept {
 // The slice's update (plain or conservative, as count_min_sketch::update) with each
 // counter's increment added to the sum beside it. Returns the sum's new estimate.
 std::uint64_t rolling_count_min::update_cells(hash128 h, std::uint32_t weight) noexcept {
-  current_total_ += weight;
-  window_total_ += weight;
+  current_total_ = saturating_add(current_total_, std::uint64_t{weight});
+  window_total_ = saturating_add(window_total_, std::uint64_t{weight});
   index_sequence columns(h, width_);
   cell* const cells = cells_.data();
   const std::uint32_t width = width_;

@@ -734,6 +734,16 @@ TEST(ConfigErrors, EmptyAndMultiDocumentFilesAreErrors) {
               ElementsAre(HasSubstr("only one YAML document is allowed")));
 }
 
+// yaml-cpp 0.7's parser returns empty documents forever on a stray ',' outside any flow
+// collection, without reading on; loading every document filled memory until the process
+// was killed. It is an error at the comma. Found by fuzzing (tests/fuzz/config_fuzz.cpp).
+TEST(ConfigErrors, StrayCommaIsAnErrorNotAnEndlessLoad) {
+  EXPECT_THAT(errors_of(load(",")), ElementsAre("test.yaml:1:1: invalid YAML: unexpected ','"));
+  EXPECT_THAT(errors_of(load(std::string(kMinimal) + "...\n,\n")),
+              ElementsAre("test.yaml:9:1: invalid YAML: unexpected ','"));
+  EXPECT_THAT(errors_of(load("  ,\n")), ElementsAre("test.yaml:1:3: invalid YAML: unexpected ','"));
+}
+
 TEST(ConfigErrors, HttpListenAddressIsChecked) {
   const auto listen_errors = [](std::string_view listen) {
     return errors_of(

@@ -148,6 +148,8 @@ TEST(Extractor, BatchResultsEqualSingleResults) {
       "nul",
       R"({"user":{"id":"u1"}}})",
       R"([{"user":{"id":"u1"}}])",
+      "1{",
+      "\xfb",
       // Larger than a whole batch's buffer: parsed alone.
       R"({"pad":")" + std::string(extractor::kBatchBytes, 'x') + R"(","user":{"id":"big"}})",
   };
@@ -183,6 +185,25 @@ TEST(Extractor, BatchResultsEqualSingleResults) {
           done += n;
         }
       }
+    }
+  }
+}
+
+// A value with an unclosed '{' after its document, then a value that is not UTF-8: in the
+// joined text "1{\n\xfb\n" simdjson reports the document "1" and then a failing one at the
+// second value's start, never the '{'. The first value is still invalid JSON, as alone.
+// Found by fuzzing (tests/fuzz/extractor_fuzz.cpp).
+TEST(Extractor, FailureAfterAValueDoesNotProveItWhole) {
+  for (const std::string_view first : {"1{", "{\"user\":{\"id\":\"u1\"}} {"}) {
+    for (const std::string_view second : {"\xfb", "{\"user\":{\"id\":\"\xff\"}}", "]"}) {
+      extractor batch({item_source::json, "", "", 1024});
+      std::vector<message_view> views(2);
+      views[0].value = first;
+      views[1].value = second;
+      const std::vector<const message_view*> pointers = {&views[0], &views[1]};
+      std::vector<extract_result> results(2);
+      ASSERT_GE(batch.extract(pointers, results), 1u);
+      EXPECT_EQ(results[0].failure, extract_failure::invalid_json) << first << " then " << second;
     }
   }
 }

@@ -220,6 +220,28 @@ TEST(CountMin, CountersSaturateInsteadOfWrapping) {
   EXPECT_EQ(a.estimate("x"), 6'000'000'000u);
 }
 
+// N saturates at 2^64 − 1 too: a sum of weights that reached it (by merges, or a record
+// written so) stays there, and no estimate falls to a wrapped, small N. Found by fuzzing.
+TEST(CountMin, TotalSaturatesInsteadOfWrapping) {
+  for (bool conservative : {false, true}) {
+    detail::record_writer w(structure_type::count_min_sketch, kDefaultSeed);
+    w.u32(16);
+    w.u32(3);
+    w.u8(conservative ? 1 : 0);
+    w.u64(UINT64_MAX - 1);
+    for (int i = 0; i < 16 * 3; ++i) w.u32(UINT32_MAX);
+    count_min_sketch sketch = count_min_sketch::deserialize(std::move(w).finish());
+    EXPECT_EQ(sketch.estimate("x"), UINT64_MAX - 1);
+    EXPECT_EQ(sketch.update("x", 3), UINT64_MAX);
+    EXPECT_EQ(sketch.total(), UINT64_MAX);
+    EXPECT_EQ(sketch.estimate("x"), UINT64_MAX);
+    count_min_sketch other(16, 3, kDefaultSeed, conservative);
+    other.update("y", 5);
+    sketch.merge(other);
+    EXPECT_EQ(sketch.total(), UINT64_MAX);
+  }
+}
+
 // The sketch is linear (Cormode & Muthukrishnan 2005): the counter-wise sum of the sketches
 // of two streams is the sketch of their concatenation.
 TEST(CountMin, MergeEqualsTheSketchOfTheConcatenatedStream) {

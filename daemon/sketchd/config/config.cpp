@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <librdkafka/rdkafka.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -1330,29 +1331,92 @@ std::string config_error::to_string() const {
   return out;
 }
 
+namespace {
+
+// Where the documents of a YAML stream start, from the parser's events: the mark of each
+// document's start and of its root node (what YAML::Node::Mark() gives).
+class document_marks : public YAML::EventHandler {
+ public:
+  struct document {
+    YAML::Mark start;
+    YAML::Mark root = YAML::Mark::null_mark();
+  };
+  std::vector<document> documents;
+
+  void OnDocumentStart(const YAML::Mark& mark) override { documents.push_back({mark}); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    node(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    node(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    node(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void node(const YAML::Mark& mark) {
+    if (!documents.empty() && documents.back().root.is_null()) documents.back().root = mark;
+  }
+};
+
+}  // namespace
+
 load_result load_config_string(std::string_view yaml, const std::string& file_name,
                                const getenv_function& getenv) {
   load_result result;
   checker c(file_name, yaml, getenv);
-  std::vector<YAML::Node> documents;
+  const std::string text(yaml);
+  // The documents are counted from the parser's events before the first is loaded, not
+  // with YAML::LoadAll: on some invalid input (a stray ',' outside any [] or {}) the parser
+  // of yaml-cpp 0.7 returns empty documents forever without reading on, and LoadAll fills
+  // memory with them (jbeder/yaml-cpp#1040). Here, a document that starts where the one
+  // before it started is that input's error. Three documents are enough to tell.
+  document_marks marks;
+  YAML::Node root;
   try {
-    documents = YAML::LoadAll(std::string(yaml));
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    while (marks.documents.size() < 3 && parser.HandleNextDocument(marks)) {
+      const auto& d = marks.documents;
+      if (d.size() >= 2 && d[d.size() - 1].start.pos == d[d.size() - 2].start.pos &&
+          d[d.size() - 1].root.pos == d[d.size() - 2].root.pos) {
+        const YAML::Mark at = d.back().root.is_null() ? d.back().start : d.back().root;
+        const auto pos = static_cast<std::size_t>(std::max(at.pos, 0));
+        c.error(at, pos < text.size()
+                        ? fmt::format("invalid YAML: unexpected '{}'", text.substr(pos, 1))
+                        : std::string("invalid YAML"));
+        result.errors = c.take_errors();
+        return result;
+      }
+    }
+    root = YAML::Load(text);  // the first document
   } catch (const YAML::Exception& e) {
     c.error(e.mark, fmt::format("invalid YAML: {}", e.msg));
     result.errors = c.take_errors();
     return result;
   }
+  const std::size_t documents = marks.documents.size();
   // Several documents: that is the error, even when the first is empty (say, a file that
   // starts with "---" twice).
-  if (documents.size() > 1) {
-    c.error(documents[1].Mark(), "only one YAML document is allowed (remove the \"---\")");
+  if (documents > 1) {
+    c.error(marks.documents[1].root.is_null() ? marks.documents[1].start : marks.documents[1].root,
+            "only one YAML document is allowed (remove the \"---\")");
   }
-  if (documents.empty() || documents.front().IsNull()) {
-    if (documents.size() <= 1) {
+  if (documents == 0 || root.IsNull()) {
+    if (documents <= 1) {
       c.error(YAML::Mark(), "the configuration is empty: it needs at least kafka and pipelines");
     }
   } else {
-    config cfg = read_config(c, documents.front());
+    config cfg = read_config(c, root);
     if (c.ok()) result.value = std::move(cfg);
   }
   result.errors = c.take_errors();

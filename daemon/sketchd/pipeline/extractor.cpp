@@ -321,9 +321,20 @@ std::size_t extractor::extract_joined(std::span<const message_view* const> messa
     if (i == messages.size() || it.current_index() != js.starts[i]) {
       return i == 0 ? 0 : last_not_whole();
     }
-    // A document at value i's start that fails: values before i are whole.
+    // A document at value i's start that fails proves nothing about the values before it
+    // but those before the last document that succeeded: simdjson may report a failing
+    // document at a later start than the bytes it skipped (in "1{" then an invalid UTF-8
+    // value, the '{' goes unreported and the failure is at the next value's start), and an
+    // invalid UTF-8 byte anywhere fails the group's first stage, so no boundary of the
+    // group is evidence then. Found by fuzzing (tests/fuzz/extractor_fuzz.cpp).
     simdjson::dom::element root;
-    if ((*it).get(root) != simdjson::SUCCESS) return i;
+    if (const auto error = (*it).get(root); error != simdjson::SUCCESS) {
+      if (error == simdjson::UTF8_ERROR) {
+        js.arena.clear();  // the arena holds the items of the values proven whole: none
+        return 0;
+      }
+      return i == 0 ? 0 : last_not_whole();
+    }
     // Each document of the stream is parsed into the same reused document: its item is
     // copied out before the next.
     extract_result r = item_of(root);

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs each fuzz target under libFuzzer for a while (`make fuzz`; see CMakeLists.txt here).
+#
+#   tests/fuzz/run.sh BUILD_DIR SECONDS [NAME…]     (default: every target)
+#
+# Each target starts from its corpus in tests/fuzz/corpus/NAME and keeps what it finds in
+# BUILD_DIR/fuzz/NAME/corpus (kept between runs); an input that breaks a property is
+# written to BUILD_DIR/fuzz/NAME/ as crash-… (or leak-…, timeout-…, oom-…), the run goes
+# on with the next target, and the exit status is 1. To keep such an input as a test, fix
+# the bug and copy the file into tests/fuzz/corpus/NAME/.
+set -uo pipefail
+
+build=${1:?usage: $0 BUILD_DIR SECONDS [NAME…]}
+seconds=${2:?usage: $0 BUILD_DIR SECONDS [NAME…]}
+shift 2
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+names=("$@")
+if [ ${#names[@]} -eq 0 ]; then
+  names=(library_records config extractor snapshot values)
+fi
+
+declare -A max_len=([library_records]=4096 [config]=4096 [extractor]=16384 [snapshot]=8192
+                    [values]=256)
+failed=()
+for name in "${names[@]}"; do
+  binary=$build/tests/fuzz/${name}_fuzz
+  if [ ! -x "$binary" ]; then
+    echo "run.sh: $binary is missing: build the target ${name}_fuzz with -DSKETCHD_FUZZ=ON" >&2
+    exit 2
+  fi
+  work=$build/fuzz/$name
+  mkdir -p "$work/corpus"
+  echo "== $name: ${seconds}s"
+  if ! "$binary" -max_total_time="$seconds" -max_len="${max_len[$name]:-4096}" -timeout=10 \
+      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/" \
+      "$work/corpus" "$here/corpus/$name" >"$work/log.txt" 2>&1; then
+    failed+=("$name")
+    grep -E -A3 "^(==[0-9]+==ERROR|SUMMARY)|fuzz check failed|runtime error" "$work/log.txt" | head -20
+    echo "   the input: $(ls -t "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null | head -1)"
+  fi
+  grep -E "^stat::(number_of_executed_units|new_units_added)" "$work/log.txt" | sed 's/^/   /'
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "run.sh: failed: ${failed[*]} (logs: $build/fuzz/NAME/log.txt)" >&2
+  exit 1
+fi
+echo "run.sh: every target ran ${seconds}s without a failure"
