@@ -744,6 +744,13 @@ TEST(ConfigErrors, StrayCommaIsAnErrorNotAnEndlessLoad) {
   EXPECT_THAT(errors_of(load("  ,\n")), ElementsAre("test.yaml:1:3: invalid YAML: unexpected ','"));
 }
 
+TEST(ConfigErrors, DeepNestingIsNamed) {
+  EXPECT_THAT(
+      errors_of(load("a: " + std::string(3000, '[') + std::string(3000, ']') + "\n")),
+      ElementsAre(::testing::MatchesRegex("test\\.yaml:1:[0-9]+: invalid YAML: nested more than "
+                                          "[0-9]+ levels deep")));
+}
+
 TEST(ConfigErrors, HttpListenAddressIsChecked) {
   const auto listen_errors = [](std::string_view listen) {
     return errors_of(

@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <librdkafka/rdkafka.h>
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
@@ -1399,6 +1400,10 @@ load_result load_config_string(std::string_view yaml, const std::string& file_na
       }
     }
     root = YAML::Load(text);  // the first document
+  } catch (const YAML::DeepRecursion& e) {
+    c.error(e.mark, fmt::format("invalid YAML: nested more than {} levels deep", e.depth() - 1));
+    result.errors = c.take_errors();
+    return result;
   } catch (const YAML::Exception& e) {
     c.error(e.mark, fmt::format("invalid YAML: {}", e.msg));
     result.errors = c.take_errors();
