@@ -60,7 +60,7 @@ bench: build
 # `make test`, which replays the targets' corpora instead. Details in tests/fuzz/run.sh.
 $(FUZZ)/CMakeCache.txt:
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DSKETCHD_FUZZ=ON -DSKETCHD_SANITIZE=address,undefined -DSKETCHD_JEMALLOC=OFF \
+	  -DSKETCHD_FUZZ=ON -DSKETCHD_JEMALLOC=OFF \
 	  -DSKETCHD_BUILD_BENCH=OFF $(CMAKE_ARGS)
 
 fuzz:

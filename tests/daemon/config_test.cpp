@@ -742,13 +742,15 @@ TEST(ConfigErrors, StrayCommaIsAnErrorNotAnEndlessLoad) {
   EXPECT_THAT(errors_of(load(std::string(kMinimal) + "...\n,\n")),
               ElementsAre("test.yaml:9:1: invalid YAML: unexpected ','"));
   EXPECT_THAT(errors_of(load("  ,\n")), ElementsAre("test.yaml:1:3: invalid YAML: unexpected ','"));
+  // After a byte order mark, which the parser does not count.
+  EXPECT_THAT(errors_of(load("\xEF\xBB\xBF,")),
+              ElementsAre("test.yaml:1:1: invalid YAML: unexpected ','"));
 }
 
 TEST(ConfigErrors, DeepNestingIsNamed) {
-  EXPECT_THAT(
-      errors_of(load("a: " + std::string(3000, '[') + std::string(3000, ']') + "\n")),
-      ElementsAre(::testing::MatchesRegex("test\\.yaml:1:[0-9]+: invalid YAML: nested more than "
-                                          "[0-9]+ levels deep")));
+  EXPECT_THAT(errors_of(load("a: " + std::string(3000, '[') + std::string(3000, ']') + "\n")),
+              ElementsAre(::testing::MatchesRegex(
+                  "test\\.yaml:1:[0-9]+: invalid YAML: nested too deeply")));
 }
 
 TEST(ConfigErrors, HttpListenAddressIsChecked) {

@@ -195,15 +195,21 @@ TEST(Extractor, BatchResultsEqualSingleResults) {
 // Found by fuzzing (tests/fuzz/extractor_fuzz.cpp).
 TEST(Extractor, FailureAfterAValueDoesNotProveItWhole) {
   for (const std::string_view first : {"1{", "{\"user\":{\"id\":\"u1\"}} {"}) {
-    for (const std::string_view second : {"\xfb", "{\"user\":{\"id\":\"\xff\"}}", "]"}) {
-      extractor batch({item_source::json, "", "", 1024});
-      std::vector<message_view> views(2);
-      views[0].value = first;
-      views[1].value = second;
-      const std::vector<const message_view*> pointers = {&views[0], &views[1]};
-      std::vector<extract_result> results(2);
-      ASSERT_GE(batch.extract(pointers, results), 1u);
-      EXPECT_EQ(results[0].failure, extract_failure::invalid_json) << first << " then " << second;
+    for (const std::string_view last : {"\xfb", "{\"user\":{\"id\":\"\xff\"}}", "]"}) {
+      for (const bool between : {false, true}) {
+        extractor batch({item_source::json, "", "", 1024});
+        std::vector<message_view> views;
+        for (const std::string_view v : {first, std::string_view("2"), last}) {
+          if (v == "2" && !between) continue;
+          views.emplace_back().value = v;
+        }
+        std::vector<const message_view*> pointers;
+        for (const auto& v : views) pointers.push_back(&v);
+        std::vector<extract_result> results(views.size());
+        ASSERT_GE(batch.extract(pointers, results), 1u);
+        EXPECT_EQ(results[0].failure, extract_failure::invalid_json)
+            << first << (between ? " then 2" : "") << " then " << last;
+      }
     }
   }
 }

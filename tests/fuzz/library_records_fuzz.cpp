@@ -16,6 +16,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "fuzz.h"
 #include "sketch/blocked_bloom.h"
@@ -37,10 +38,15 @@ std::int64_t step(std::int64_t slice_ms) {
 
 constexpr std::string_view kItems[] = {"a", "b", "item", "", "\xff\xfe", "a-longer-item-0001"};
 
+// The record is written back as it was read. For the rolling structures, whose records nest
+// the records of their slices or generations, only up to those nested checksums when the
+// build does not verify them (the outer one is rewritten above to fit).
 template <typename T>
 void round_trip(const T& structure, const std::string& record) {
+  constexpr bool nests_records =
+      std::is_same_v<T, sketch::rolling_count_min> || std::is_same_v<T, sketch::rolling_bloom>;
   const std::string again = structure.serialize();
-  if (kChecksumsVerified) FUZZ_CHECK(again == record);
+  if (kChecksumsVerified || !nests_records) FUZZ_CHECK(again == record);
   FUZZ_CHECK(T::deserialize(again).serialize() == again);
 }
 

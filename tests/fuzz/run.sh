@@ -19,7 +19,10 @@ if [ ${#names[@]} -eq 0 ]; then
   names=(library_records config extractor snapshot values)
 fi
 
-declare -A max_len=([library_records]=4096 [config]=4096 [extractor]=16384 [snapshot]=8192
+# Inputs up to: a few records; the largest example configuration and then some; more than
+# the extractor's batch buffer (256 KiB), so that full groups and values parsed alone for
+# their size are reached; a snapshot of a small pipeline; a value.
+declare -A max_len=([library_records]=4096 [config]=16384 [extractor]=300000 [snapshot]=8192
                     [values]=256)
 failed=()
 for name in "${names[@]}"; do
@@ -31,12 +34,14 @@ for name in "${names[@]}"; do
   work=$build/fuzz/$name
   mkdir -p "$work/corpus"
   echo "== $name: ${seconds}s"
+  touch "$work/started"
   if ! "$binary" -max_total_time="$seconds" -max_len="${max_len[$name]:-4096}" -timeout=10 \
       -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/" \
       "$work/corpus" "$here/corpus/$name" >"$work/log.txt" 2>&1; then
     failed+=("$name")
     grep -E -A3 "^(==[0-9]+==ERROR|SUMMARY)|fuzz check failed|runtime error" "$work/log.txt" | head -20
-    echo "   the input: $(ls -t "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null | head -1)"
+    echo "   the input: $(find "$work" -maxdepth 1 -newer "$work/started" \
+      \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | head -1)"
   fi
   grep -E "^stat::(number_of_executed_units|new_units_added)" "$work/log.txt" | sed 's/^/   /'
 done

@@ -1369,6 +1369,19 @@ class document_marks : public YAML::EventHandler {
   }
 };
 
+// The byte at a mark's line and column (yaml-cpp counts them after a UTF-8 byte order mark,
+// and its columns in characters: right for a line of ASCII before the mark), or 0.
+char byte_at(std::string_view text, const YAML::Mark& mark) {
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
+  for (int line = 0; line < mark.line; ++line) {
+    const std::size_t end = text.find('\n');
+    if (end == std::string_view::npos) return 0;
+    text.remove_prefix(end + 1);
+  }
+  const auto column = static_cast<std::size_t>(std::max(mark.column, 0));
+  return column < text.size() ? text[column] : '\0';
+}
+
 }  // namespace
 
 load_result load_config_string(std::string_view yaml, const std::string& file_name,
@@ -1391,17 +1404,15 @@ load_result load_config_string(std::string_view yaml, const std::string& file_na
       if (d.size() >= 2 && d[d.size() - 1].start.pos == d[d.size() - 2].start.pos &&
           d[d.size() - 1].root.pos == d[d.size() - 2].root.pos) {
         const YAML::Mark at = d.back().root.is_null() ? d.back().start : d.back().root;
-        const auto pos = static_cast<std::size_t>(std::max(at.pos, 0));
-        c.error(at, pos < text.size()
-                        ? fmt::format("invalid YAML: unexpected '{}'", text.substr(pos, 1))
-                        : std::string("invalid YAML"));
+        c.error(at, byte_at(text, at) == ',' ? "invalid YAML: unexpected ','"
+                                             : "invalid YAML: unexpected token");
         result.errors = c.take_errors();
         return result;
       }
     }
     root = YAML::Load(text);  // the first document
   } catch (const YAML::DeepRecursion& e) {
-    c.error(e.mark, fmt::format("invalid YAML: nested more than {} levels deep", e.depth() - 1));
+    c.error(e.mark, "invalid YAML: nested too deeply");
     result.errors = c.take_errors();
     return result;
   } catch (const YAML::Exception& e) {

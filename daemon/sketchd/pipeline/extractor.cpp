@@ -317,24 +317,24 @@ std::size_t extractor::extract_joined(std::span<const message_view* const> messa
     return i - 1;
   };
   for (auto it = stream.begin(); it != stream.end(); ++it) {
+    simdjson::dom::element root;
+    const auto error = (*it).get(root);
+    // Invalid UTF-8 anywhere in the group fails its first stage: no boundary the stream
+    // reports is evidence then, whatever came before (in "1{" then a value that is not
+    // UTF-8, simdjson 3.0.1 reports the document "1", then the failure at the second
+    // value's start, never the '{'). Found by fuzzing (tests/fuzz/extractor_fuzz.cpp).
+    if (error == simdjson::UTF8_ERROR) {
+      js.arena.clear();  // the arena holds the items of the values proven whole: none
+      return 0;
+    }
     // A document elsewhere: value i - 1 ran on, or has more after its document.
     if (i == messages.size() || it.current_index() != js.starts[i]) {
       return i == 0 ? 0 : last_not_whole();
     }
-    // A document at value i's start that fails proves nothing about the values before it
-    // but those before the last document that succeeded: simdjson may report a failing
-    // document at a later start than the bytes it skipped (in "1{" then an invalid UTF-8
-    // value, the '{' goes unreported and the failure is at the next value's start), and an
-    // invalid UTF-8 byte anywhere fails the group's first stage, so no boundary of the
-    // group is evidence then. Found by fuzzing (tests/fuzz/extractor_fuzz.cpp).
-    simdjson::dom::element root;
-    if (const auto error = (*it).get(root); error != simdjson::SUCCESS) {
-      if (error == simdjson::UTF8_ERROR) {
-        js.arena.clear();  // the arena holds the items of the values proven whole: none
-        return 0;
-      }
-      return i == 0 ? 0 : last_not_whole();
-    }
+    // A document at value i's start that fails: its start is not taken as the end of value
+    // i - 1 either (a failing document's position is the one kind of evidence that the
+    // case above showed wrong), so the values before i - 1 are whole.
+    if (error != simdjson::SUCCESS) return i == 0 ? 0 : last_not_whole();
     // Each document of the stream is parsed into the same reused document: its item is
     // copied out before the next.
     extract_result r = item_of(root);
