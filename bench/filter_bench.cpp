@@ -29,7 +29,8 @@
 //     blocked_batch, the floor of a prefetching batch;
 //   blocked_batch, exact_set_batch: the same stream handed over in batches of kBatch hashes,
 //     to blocked_bloom_filter::test_and_insert(span, span) (which prefetches the block of
-//     item i + 32 while it processes item i), and to the set with the same look-ahead through
+//     item i + 32 while it processes item i, for a filter larger than half of L2), and to
+//     the set with the same look-ahead through
 //     absl's prefetch(key). Still one iteration per item: the batch is processed by the
 //     first iteration of its kBatch, so the time per iteration is the time per item.
 //

@@ -1,6 +1,7 @@
 #include "sketch/blocked_bloom.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -71,10 +72,11 @@ bool contains_avx2(const std::uint32_t* block, std::uint32_t key) noexcept {
 
 // ---- batches -----------------------------------------------------------------------------
 
-// The loop of blocked_bloom_filter::test_and_insert(span, span), for one path. Returns the
-// number of bits it set. Always inlined into the two entry points below, so that the AVX2 one
-// is compiled for AVX2 as a whole and inlines its per-item body (no call per item).
-template <bool kAvx2>
+// The loop of blocked_bloom_filter::test_and_insert(span, span), for one path, prefetching
+// kPrefetchDistance items ahead or not at all (kPrefetch). Returns the number of bits it set.
+// Always inlined into the two entry points below, so that the AVX2 one is compiled for AVX2 as a
+// whole and inlines its per-item body (no call per item).
+template <bool kAvx2, bool kPrefetch>
 [[gnu::always_inline]] inline std::uint64_t test_and_insert_loop(std::uint32_t* words,
                                                                  std::uint64_t blocks,
                                                                  const hash128* hashes,
@@ -82,13 +84,15 @@ template <bool kAvx2>
                                                                  std::size_t n) noexcept {
   constexpr std::size_t kAhead = blocked_bloom_filter::kPrefetchDistance;
   constexpr std::uint64_t kWords = blocked_bloom_filter::kWordsPerBlock;
-  const std::size_t warm = std::min(n, kAhead);
-  for (std::size_t i = 0; i < warm; ++i) {
-    __builtin_prefetch(words + reduce(hashes[i].high, blocks) * kWords, 1, 3);
+  if constexpr (kPrefetch) {
+    const std::size_t warm = std::min(n, kAhead);
+    for (std::size_t i = 0; i < warm; ++i) {
+      __builtin_prefetch(words + reduce(hashes[i].high, blocks) * kWords, 1, 3);
+    }
   }
   std::uint64_t added = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) {
+    if (kPrefetch && i + kAhead < n) {
       __builtin_prefetch(words + reduce(hashes[i + kAhead].high, blocks) * kWords, 1, 3);
     }
     std::uint32_t* block = words + reduce(hashes[i].high, blocks) * kWords;
@@ -110,22 +114,24 @@ template <bool kAvx2>
 }
 
 std::uint64_t test_and_insert_batch_scalar(std::uint32_t* words, std::uint64_t blocks,
-                                           const hash128* hashes, bool* present,
-                                           std::size_t n) noexcept {
-  return test_and_insert_loop<false>(words, blocks, hashes, present, n);
+                                           const hash128* hashes, bool* present, std::size_t n,
+                                           bool prefetch) noexcept {
+  return prefetch ? test_and_insert_loop<false, true>(words, blocks, hashes, present, n)
+                  : test_and_insert_loop<false, false>(words, blocks, hashes, present, n);
 }
 
 #if SKETCH_BLOCKED_BLOOM_AVX2
 __attribute__((target("avx2"), flatten)) std::uint64_t test_and_insert_batch_avx2(
-    std::uint32_t* words, std::uint64_t blocks, const hash128* hashes, bool* present,
-    std::size_t n) noexcept {
-  return test_and_insert_loop<true>(words, blocks, hashes, present, n);
+    std::uint32_t* words, std::uint64_t blocks, const hash128* hashes, bool* present, std::size_t n,
+    bool prefetch) noexcept {
+  return prefetch ? test_and_insert_loop<true, true>(words, blocks, hashes, present, n)
+                  : test_and_insert_loop<true, false>(words, blocks, hashes, present, n);
 }
 #else
 std::uint64_t test_and_insert_batch_avx2(std::uint32_t* words, std::uint64_t blocks,
-                                         const hash128* hashes, bool* present,
-                                         std::size_t n) noexcept {
-  return test_and_insert_loop<false>(words, blocks, hashes, present, n);
+                                         const hash128* hashes, bool* present, std::size_t n,
+                                         bool prefetch) noexcept {
+  return test_and_insert_batch_scalar(words, blocks, hashes, present, n, prefetch);
 }
 #endif
 
@@ -235,10 +241,11 @@ blocked_bloom_filter::blocked_bloom_filter(std::uint64_t bits, std::uint64_t see
 void blocked_bloom_filter::test_and_insert(std::span<const hash128> hashes,
                                            std::span<bool> present) noexcept {
   const std::size_t n = std::min(hashes.size(), present.size());
-  bits_set_ +=
-      avx2_
-          ? test_and_insert_batch_avx2(words_.data(), blocks_, hashes.data(), present.data(), n)
-          : test_and_insert_batch_scalar(words_.data(), blocks_, hashes.data(), present.data(), n);
+  const bool prefetch = size_bytes() > detail::batch_prefetch_above_bytes();
+  bits_set_ += avx2_ ? test_and_insert_batch_avx2(words_.data(), blocks_, hashes.data(),
+                                                  present.data(), n, prefetch)
+                     : test_and_insert_batch_scalar(words_.data(), blocks_, hashes.data(),
+                                                    present.data(), n, prefetch);
 }
 
 void blocked_bloom_filter::insert(hash128 h) noexcept {
@@ -392,6 +399,18 @@ bool cpu_has_avx2() noexcept {
 #else
   return false;
 #endif
+}
+
+std::uint64_t batch_prefetch_above_bytes() noexcept {
+  static const std::uint64_t bytes = [] {
+    std::uint64_t l2 = 0;
+#if defined(_SC_LEVEL2_CACHE_SIZE)
+    const long reported = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (reported > 0) l2 = static_cast<std::uint64_t>(reported);
+#endif
+    return l2 > 0 ? l2 / 2 : std::uint64_t{256} * 1024;
+  }();
+  return bytes;
 }
 
 // Large arrays start on a huge-page boundary, so that the advice covers whole huge pages;

@@ -69,6 +69,12 @@ inline constexpr std::uint32_t kBlockedBloomSalt[8] = {0x47b6137bU, 0x44974d91U,
 // True when the CPU runs AVX2 (checked once, then cached).
 [[nodiscard]] bool cpu_has_avx2() noexcept;
 
+// The size above which the batch calls prefetch: half of one core's L2 cache as the system
+// reports it (sysconf), 256 KiB when it reports none. Checked once, then cached. A filter
+// this small stays in L2, where a prefetch per item only costs instructions (in_cache
+// blocked_batch, docs/PERFORMANCE.md).
+[[nodiscard]] std::uint64_t batch_prefetch_above_bytes() noexcept;
+
 #if SKETCH_BLOCKED_BLOOM_AVX2
 // The AVX2 versions: compiled for AVX2 by function attribute only and called only when the
 // CPU has it (cpu_has_avx2(), checked once, in the constructor), so the binary still runs on
@@ -245,8 +251,9 @@ class blocked_bloom_filter {
 
   // test_and_insert() of the first n = min(hashes.size(), present.size()) hashes, in order:
   // present[i] = test_and_insert(hashes[i]), with the same bits and answers as n single
-  // calls. It prefetches kPrefetchDistance items ahead, so that the cache misses of a filter
-  // larger than the caches overlap, and runs the AVX2 path as one loop. No allocation.
+  // calls. A filter larger than detail::batch_prefetch_above_bytes() is prefetched
+  // kPrefetchDistance items ahead, so that the cache misses of a filter larger than the
+  // caches overlap; the AVX2 path runs as one loop. No allocation.
   void test_and_insert(std::span<const hash128> hashes, std::span<bool> present) noexcept;
 
   // Asks the CPU to start loading the item's block (32 bytes, within one cache line), for

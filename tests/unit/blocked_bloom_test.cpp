@@ -12,6 +12,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sketch/serialize.h"
@@ -293,12 +294,19 @@ TEST(BlockedBloom, Avx2AndScalarPathsAreBitIdentical) {
 }
 
 // The batch call gives the answers and bits of the single calls, on both paths, for batches
-// shorter and longer than the prefetch distance, with duplicates inside a batch, and
-// processes only as many items as `present` has room for.
+// shorter and longer than the prefetch distance, with duplicates inside a batch, for a filter
+// small enough to run without prefetching and one large enough to prefetch, and processes
+// only as many items as `present` has room for.
 TEST(BlockedBloom, BatchTestAndInsertEqualsSingleCalls) {
-  for (const simd_path path : {simd_path::automatic, simd_path::scalar}) {
-    blocked_bloom_filter single(1 << 16, kSeed, path);
-    blocked_bloom_filter batched(1 << 16, kSeed, path);
+  const std::uint64_t large_bits = 2 * 8 * sketch::detail::batch_prefetch_above_bytes();
+  for (const auto& [path, bits] :
+       {std::pair{simd_path::automatic, std::uint64_t{1} << 16},
+        std::pair{simd_path::scalar, std::uint64_t{1} << 16},
+        std::pair{simd_path::automatic, large_bits}, std::pair{simd_path::scalar, large_bits}}) {
+    blocked_bloom_filter single(bits, kSeed, path);
+    blocked_bloom_filter batched(bits, kSeed, path);
+    ASSERT_EQ(batched.size_bytes() > sketch::detail::batch_prefetch_above_bytes(),
+              bits == large_bits);
     std::uint64_t next = 0;
     for (const std::size_t length : {0, 1, 5, 16, 17, 100, 1000, 3000}) {
       std::vector<hash128> hashes;
@@ -309,9 +317,10 @@ TEST(BlockedBloom, BatchTestAndInsertEqualsSingleCalls) {
       std::unique_ptr<bool[]> present(new bool[length + 1]);
       batched.test_and_insert(hashes, std::span<bool>(present.get(), length));
       for (std::size_t i = 0; i < length; ++i) {
-        ASSERT_EQ(present[i], single.test_and_insert(hashes[i])) << length << " " << i;
+        ASSERT_EQ(present[i], single.test_and_insert(hashes[i]))
+            << bits << " bits, " << length << " " << i;
       }
-      ASSERT_TRUE(batched == single) << length;
+      ASSERT_TRUE(batched == single) << bits << " bits, " << length;
     }
     // `present` shorter than `hashes`: the rest is left alone.
     const std::vector<hash128> hashes = {key(kAbsent), key(kAbsent + 1), key(kAbsent + 2)};
