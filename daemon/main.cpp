@@ -14,6 +14,7 @@
 
 #include "sketchd/commands.h"
 #include "sketchd/config/config.h"
+#include "sketchd/util/build_info.h"
 #include "sketchd/util/logging.h"
 
 namespace {
@@ -75,9 +76,10 @@ namespace {
 
 int run_main(int argc, char** argv) {
   CLI::App app(kDescription, "sketchd");
-  app.set_version_flag("--version",
-                       fmt::format("sketchd {} (revision {})", SKETCHD_VERSION, SKETCHD_REVISION),
-                       "Print the version and exit");
+  app.set_version_flag(
+      "--version",
+      fmt::format("sketchd {} (revision {})", SKETCHD_VERSION, sketchd::build_revision()),
+      "Print the version and exit");
   app.require_subcommand(0, 1);
 
   std::string config_path;

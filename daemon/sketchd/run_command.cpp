@@ -40,6 +40,7 @@
 #include "sketchd/pipeline/pipeline.h"
 #include "sketchd/processor.h"
 #include "sketchd/state/snapshot.h"
+#include "sketchd/util/build_info.h"
 #include "sketchd/util/logging.h"
 
 namespace sketchd {
@@ -269,7 +270,7 @@ int run(const config& cfg) {
     out.push_back({"sketchd_build_info",
                    "sketchd's version and source revision; always 1.",
                    metrics::metric_type::gauge,
-                   {{{{"version", SKETCHD_VERSION}, {"revision", SKETCHD_REVISION}}, 1}}});
+                   {{{{"version", SKETCHD_VERSION}, {"revision", build_revision()}}, 1}}});
   });
   registry.add([&counters, &so](std::vector<metrics::metric_family>& out) {
     metrics::metric_family f{"sketchd_messages_consumed_total",

@@ -110,7 +110,15 @@ log "every metric of the contract is there, with HELP, TYPE and its labels"
 
 # Values that are known.
 build=$(metric_series "$m" sketchd_build_info)
-[[ $build =~ ^sketchd_build_info\{version=\"[^\"]+\",revision=\"[^\"]+\"\}\ 1$ ]] || fail "sketchd_build_info: $build"
+[[ $build =~ ^sketchd_build_info\{version=\"[^\"]+\",revision=\"([^\"]+)\"\}\ 1$ ]] || fail "sketchd_build_info: $build"
+# In a git checkout the revision is the commit the sources are at, taken at build time (an
+# incremental build after a commit must not report the commit of its first configure).
+revision=${BASH_REMATCH[1]}
+source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+if head=$(git -C "$source_dir" rev-parse --short HEAD 2>/dev/null); then
+  [[ $revision == "$head" || $revision == "$head-dirty" ]] \
+    || fail "sketchd_build_info says revision \"$revision\", the sources are at $head"
+fi
 check "$(require_value "$m" 'sketchd_heavy_hitter_threshold_ratio{pipeline="clicks"}') == 0.05" \
   "sketchd_heavy_hitter_threshold_ratio is not the configured 0.05"
 check "$(require_value "$m" 'sketchd_bloom_target_false_positive_ratio{pipeline="clicks"}') == 0.002" \
