@@ -111,12 +111,18 @@ log "every metric of the contract is there, with HELP, TYPE and its labels"
 # Values that are known.
 build=$(metric_series "$m" sketchd_build_info)
 [[ $build =~ ^sketchd_build_info\{version=\"[^\"]+\",revision=\"([^\"]+)\"\}\ 1$ ]] || fail "sketchd_build_info: $build"
-# In a git checkout the revision is the commit the sources are at, taken at build time (an
-# incremental build after a commit must not report the commit of its first configure).
+# The revision: the one the build was told (-DSKETCHD_REVISION, passed on by ctest), else in
+# a git checkout the commit the sources are at, taken at build time (an incremental build
+# after a commit must not report the commit of its first configure). Full hashes are
+# compared: the length of a short one depends on the repository and git's settings.
 revision=${BASH_REMATCH[1]}
 source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-if head=$(git -C "$source_dir" rev-parse --short HEAD 2>/dev/null); then
-  [[ $revision == "$head" || $revision == "$head-dirty" ]] \
+if [[ -n ${SKETCHD_REVISION:-} ]]; then
+  [[ $revision == "$SKETCHD_REVISION" ]] \
+    || fail "sketchd_build_info says revision \"$revision\", the build was given \"$SKETCHD_REVISION\""
+elif head=$(git -C "$source_dir" rev-parse -q --verify HEAD 2>/dev/null); then
+  commit=$(git -C "$source_dir" rev-parse -q --verify "${revision%-dirty}^{commit}" 2>/dev/null) || true
+  [[ $commit == "$head" ]] \
     || fail "sketchd_build_info says revision \"$revision\", the sources are at $head"
 fi
 check "$(require_value "$m" 'sketchd_heavy_hitter_threshold_ratio{pipeline="clicks"}') == 0.05" \
