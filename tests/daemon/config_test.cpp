@@ -455,7 +455,7 @@ TEST(ConfigErrors, EveryErrorOfTheFileIsReportedInOrder) {
           "port), got \"localhost:70000\"",
           "test.yaml:7:11: pipelines[0].name: must be 1 to 128 letters, digits, \"_\", \".\" or "
           "\"-\", got \"bad name\"",
-          "test.yaml:8:17: pipelines[0].topics[1]: topic \"t\" is listed twice",
+          "test.yaml:8:17: pipelines[0].topics[1]: topic \"t\" is listed twice (first at line 8)",
           "test.yaml:9:11: pipelines[0].item: missing required key \"path\"",
           "test.yaml:11:16: pipelines[0].heavy_hitters.buckets: must be in [1, 1000], got 2000",
           "test.yaml:12:21: pipelines[0].heavy_hitters.conservative: expected true or false, got "

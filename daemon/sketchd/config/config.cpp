@@ -379,9 +379,9 @@ class mapping {
         }
         continue;
       }
-      if (const auto* first = find(key)) {
+      if (const auto [at, fresh] = index_.try_emplace(key, entries_.size()); !fresh) {
         c.error(key_node.Mark(), fmt::format("duplicate key \"{}\" {} (first at line {})", key,
-                                             where, first->key_mark.line + 1));
+                                             where, entries_[at->second].second.key_mark.line + 1));
         continue;
       }
       entries_.emplace_back(key, field{value_node, key_node.Mark(), child_path(key, any_key)});
@@ -397,9 +397,8 @@ class mapping {
 
   // The key's field if the key is present, even with a null value.
   [[nodiscard]] const field* find(std::string_view key) const {
-    const auto it = std::find_if(entries_.begin(), entries_.end(),
-                                 [&](const auto& e) { return e.first == key; });
-    return it == entries_.end() ? nullptr : &it->second;
+    const auto it = index_.find(key);
+    return it == index_.end() ? nullptr : &entries_[it->second].second;
   }
 
   // The key's field if it has a value; a null value counts as absent.
@@ -459,6 +458,7 @@ class mapping {
   std::vector<std::string_view> known_;
   bool valid_ = false;
   std::vector<std::pair<std::string, field>> entries_;
+  std::map<std::string, std::size_t, std::less<>> index_;  // key → its place in entries_
 };
 
 // Adapters that bind a checker and limits into a one-argument converter for read().
@@ -1107,11 +1107,13 @@ pipeline_config read_pipeline(checker& c, const field& f,
   if (const auto t = m.require("topics")) {
     if (const auto elements = c.list(*t)) {
       if (elements->empty()) c.error(*t, "needs at least one topic");
+      std::map<std::string, int, std::less<>> seen;  // topic → its line, for a repeat
       for (const field& e : *elements) {
         auto topic = c.topic(e);
         if (!topic) continue;
-        if (std::find(p.topics.begin(), p.topics.end(), *topic) != p.topics.end()) {
-          c.error(e, fmt::format("topic \"{}\" is listed twice", *topic));
+        if (const auto [at, fresh] = seen.try_emplace(*topic, mark_of(e).line + 1); !fresh) {
+          c.error(e, fmt::format("topic \"{}\" is listed twice (first at line {})", *topic,
+                                 at->second));
           continue;
         }
         p.topics.push_back(std::move(*topic));
