@@ -67,7 +67,7 @@ fuzz:
 	@bash scripts/install-deps.sh --fuzz
 	$(MAKE) $(FUZZ)/CMakeCache.txt
 	cmake --build $(FUZZ) -j $(JOBS) --target library_records_fuzz config_fuzz extractor_fuzz \
-	  snapshot_fuzz values_fuzz
+	  http_fuzz snapshot_fuzz values_fuzz
 	bash tests/fuzz/run.sh $(FUZZ) $(FUZZ_SECONDS)
 
 # The C++ sources in the style of .clang-format (needs Debian's clang-format, which the

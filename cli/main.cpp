@@ -446,11 +446,11 @@ int run_main(int argc, char** argv) {
   topk_options topk;
   auto* topk_cmd = app.add_subcommand(
       "topk", "Print the K most frequent lines as ESTIMATE<TAB>ITEM, highest first");
-  topk_cmd->add_option("-k", topk.k, "How many items (default 10)");
+  topk_cmd->add_option("-k", topk.k, "How many items, 1 to 1000 (default 10)");
   topk_cmd->add_option("--epsilon", topk.epsilon,
-                       "Count-Min error: estimate <= true + epsilon*N (default 0.0001)");
+                       "Count-Min error, in (0, 1): estimate <= true + epsilon*N (default 0.0001)");
   topk_cmd->add_option("--delta", topk.delta,
-                       "Probability that the error bound fails (default 0.001)");
+                       "Probability that the error bound fails, in (0, 1) (default 0.001)");
   topk_cmd->add_option("FILE", topk.files, "Input files (stdin when none, or -)");
 
   int status = 2;

@@ -13,7 +13,7 @@ namespace sketchd {
 // on stdout and returns 0.
 [[nodiscard]] int check_config_command(const std::string& path);
 
-// `sketchd [run] --config FILE`: runs the daemon until SIGINT or SIGTERM. Returns 0 after
+// `sketchd [run] --config FILE`: runs the daemon until SIGTERM, SIGINT or SIGHUP. Returns 0 after
 // a clean shutdown, 1 when the configuration is invalid or the daemon cannot start.
 [[nodiscard]] int run_command(const std::string& config_path);
 

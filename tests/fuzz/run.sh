@@ -16,13 +16,13 @@ shift 2
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
-  names=(library_records config extractor snapshot values)
+  names=(library_records config extractor http snapshot values)
 fi
 
 # Inputs up to: a few records; the largest example configuration and then some; more than
 # the extractor's batch buffer (256 KiB), so that full groups and values parsed alone for
-# their size are reached; a snapshot of a small pipeline; a value.
-declare -A max_len=([library_records]=4096 [config]=16384 [extractor]=300000 [snapshot]=8192
+# their size are reached; a request with its headers; a snapshot of a small pipeline; a value.
+declare -A max_len=([library_records]=4096 [config]=16384 [extractor]=300000 [http]=4096 [snapshot]=8192
                     [values]=256)
 failed=()
 for name in "${names[@]}"; do

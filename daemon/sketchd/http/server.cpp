@@ -167,11 +167,17 @@ class growing_pool final : public httplib::TaskQueue {
 
 http_server::http_server(const http_config& config, const metrics::registry& registry,
                          std::vector<const pipeline*> pipelines, const readiness& ready)
+    : http_server(config, registry, std::move(pipelines), ready,
+                  std::make_unique<httplib::Server>()) {}
+
+http_server::http_server(const http_config& config, const metrics::registry& registry,
+                         std::vector<const pipeline*> pipelines, const readiness& ready,
+                         std::unique_ptr<httplib::Server> server)
     : config_(config),
       registry_(registry),
       pipelines_(std::move(pipelines)),
       ready_(ready),
-      server_(std::make_unique<httplib::Server>()) {
+      server_(std::move(server)) {
   routes();
 }
 

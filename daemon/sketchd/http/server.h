@@ -38,6 +38,11 @@ class http_server {
  public:
   http_server(const http_config& config, const metrics::registry& registry,
               std::vector<const pipeline*> pipelines, const readiness& ready);
+  // The same, with the routes on `server` (a subclass of httplib::Server: the HTTP fuzz
+  // target feeds it requests without a socket).
+  http_server(const http_config& config, const metrics::registry& registry,
+              std::vector<const pipeline*> pipelines, const readiness& ready,
+              std::unique_ptr<httplib::Server> server);
   ~http_server();
   http_server(const http_server&) = delete;
   http_server& operator=(const http_server&) = delete;

@@ -36,7 +36,8 @@ struct message_view {
   std::string_view key;
   std::string_view value;
   bool has_key = false;
-  // Returns true and sets `*out` when the message has a header `name` (the last one wins).
+  // Returns true and sets `*out` when the message has a header `name` (the first one, if
+  // repeated).
   bool (*find_header)(const void* context, std::string_view name, std::string_view* out) = nullptr;
   const void* header_context = nullptr;
 };
