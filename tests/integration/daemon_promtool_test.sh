@@ -118,8 +118,10 @@ build=$(metric_series "$m" sketchd_build_info)
 revision=${BASH_REMATCH[1]}
 source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 if [[ -n ${SKETCHD_REVISION:-} ]]; then
-  [[ $revision == "$SKETCHD_REVISION" ]] \
-    || fail "sketchd_build_info says revision \"$revision\", the build was given \"$SKETCHD_REVISION\""
+  # As revision.cmake writes it: each byte other than A-Z a-z 0-9 . _ + - becomes "_".
+  given=$(printf '%s' "$SKETCHD_REVISION" | LC_ALL=C tr -c 'A-Za-z0-9._+-' '_')
+  [[ $revision == "$given" ]] \
+    || fail "sketchd_build_info says revision \"$revision\", the build was given \"$SKETCHD_REVISION\" ($given)"
 elif head=$(git -C "$source_dir" rev-parse -q --verify HEAD 2>/dev/null); then
   commit=$(git -C "$source_dir" rev-parse -q --verify "${revision%-dirty}^{commit}" 2>/dev/null) || true
   [[ $commit == "$head" ]] \
