@@ -199,8 +199,10 @@ void rolling_bloom::advance(std::int64_t now_ms) noexcept {
   const std::uint64_t turns = std::min<std::uint64_t>(slices, options_.generations);
   // The slice now_ms falls in starts at start + slices·S <= now_ms; the `turns` new
   // generations take the last `turns` slices of the grid up to and including it. Unsigned
-  // arithmetic without overflow: every start lies in [start, now_ms].
-  for (std::uint64_t j = slices - turns + 1; j <= slices; ++j) {
+  // arithmetic without overflow: every start lies in [start, now_ms]. Counted by turns, not
+  // compared with `slices`, which may be 2^64 − 1 (S = 1, from INT64_MIN to INT64_MAX).
+  for (std::uint64_t i = turns; i > 0; --i) {
+    const std::uint64_t j = slices - i + 1;
     rotate(static_cast<std::int64_t>(static_cast<std::uint64_t>(start) + j * slice));
   }
   rotations_by_time_ += turns;

@@ -322,6 +322,15 @@ TEST(RollingBloom, OutOfOrderTimeNeverRotatesAndNeverThrows) {
   for (std::size_t g = 1; g < e.live_generations(); ++g) {
     EXPECT_LE(e.generation_start_ms(g), e.generation_start_ms(g - 1));
   }
+  // The widest jump with slices of 1 ms: 2^64 − 1 slices, still at most G rotations.
+  for (const std::uint32_t g : {2u, 4u}) {
+    rolling_bloom one(options(1, 10, 0.01, g));
+    ASSERT_EQ(one.slice_ms(), 1);
+    EXPECT_FALSE(one.test_and_insert(key(1), kMin));
+    EXPECT_FALSE(one.test_and_insert(key(1), kMax));
+    EXPECT_EQ(one.rotations_by_time(), g);
+    EXPECT_EQ(one.generation_start_ms(0), kMax);
+  }
 }
 
 // ---- introspection ------------------------------------------------------------------------
