@@ -240,10 +240,13 @@ void processor::forward_failed(const route& r, kafka::error_code err, std::strin
   if (!failure_.empty()) return;
   const auto& at = tracker_.first_failure();
   failure_ = fmt::format(
-      "pipeline {}: forwarding to topic {} failed ({}: {}); consumption stopped at topic {} "
-      "partition {} offset {}, which will be read again after a restart",
+      "pipeline {}: forwarding to topic {} failed ({}: {}); consumption stopped{}",
       pipelines_[r.pipeline]->name(), sink_->topic_name(r.topic), kafka::to_string(err), reason,
-      topics_[at.topic_index], at.partition, at.offset);
+      tracker_.failed()
+          ? fmt::format(" at topic {} partition {} offset {}, which will be read again after a "
+                        "restart",
+                        topics_[at.topic_index], at.partition, at.offset)
+          : std::string());
   logger("pipeline")->error("{}", failure_);
 }
 

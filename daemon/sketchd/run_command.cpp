@@ -341,8 +341,10 @@ int run(const config& cfg) {
     std::vector<kafka::partition_offset> offsets;
     if (!proc.flush(wait, offsets)) {
       log->warn(
-          "rebalance: outputs still undelivered after {} s; the new owner of the revoked "
-          "partitions will read their unacknowledged messages again",
+          "rebalance: outputs still undelivered after {} s; the revoked partitions are "
+          "committed up to their first unacknowledged message, which their new owner reads "
+          "again (this instance, should they come back, commits past it only once its "
+          "outputs are delivered)",
           wait.count());
     }
     source.store_offsets(offsets);

@@ -85,18 +85,77 @@ TEST(OffsetTracker, FinalFailureBlocksItsPartitionForGood) {
   EXPECT_TRUE(drain(t).empty());
 }
 
-TEST(OffsetTracker, ReportsOfARevokedAssignmentAreIgnored) {
+// A partition revoked with an output in flight and assigned back: this instance's dedup
+// state holds the message's item, so reading it again forwards nothing, and only the
+// first delivery can bring its output. The partition is not committed past the message
+// until that output is acknowledged.
+TEST(OffsetTracker, RetainedMessageHoldsItsPartitionWhenItComesBack) {
   offset_tracker t;
   const std::size_t s = t.slot(0, 0);
-  const auto old = t.add(s, 50, 1);
-  t.reset(0, 0);
+  t.add(s, 49, 0);
+  const auto old = t.add(s, 50, 1);  // forwarded, not yet acknowledged
+  t.add(s, 51, 0);
+  EXPECT_EQ((drain(t)[{0, 0}]), 50);
+  t.reset(0, 0);  // revoked
+  t.reset(0, 0);  // assigned again, read again from the committed offset, 50
+  EXPECT_EQ(t.pending_messages(), 1u);
+  t.add(s, 50, 0);  // now a duplicate: no output
+  t.add(s, 51, 0);
+  t.add(s, 52, 0);
+  EXPECT_EQ((drain(t)[{0, 0}]), 50);  // not past the retained message
+  t.report(old, true);                // its output, delivered at last
   EXPECT_EQ(t.pending_messages(), 0u);
-  const auto fresh = t.add(t.slot(0, 0), 80, 1);
-  t.report(old, false);  // from before the reset: neither a failure nor an ack now
+  EXPECT_EQ((drain(t)[{0, 0}]), 53);
   EXPECT_FALSE(t.failed());
+}
+
+TEST(OffsetTracker, RetainedFailureBlocksItsPartitionAndIsReportedWhereItHappened) {
+  offset_tracker t;
+  const std::size_t s = t.slot(2, 7);
+  const auto old = t.add(s, 50, 1);
+  t.reset(2, 7);
+  EXPECT_FALSE(t.report(old, false));  // after the revocation
+  EXPECT_TRUE(t.failed());
+  EXPECT_EQ(t.first_failure().topic_index, 2u);
+  EXPECT_EQ(t.first_failure().partition, 7);
+  EXPECT_EQ(t.first_failure().offset, 50);
+  t.reset(2, 7);  // assigned again
+  t.add(s, 50, 0);
+  t.add(s, 51, 0);
+  EXPECT_EQ((drain(t)[{2, 7}]), 50);  // never past the failed message
+  t.add(s, 52, 0);
+  EXPECT_LE((drain(t)[{2, 7}]), 50);
+}
+
+// Reports of an earlier assignment complete its retained messages only, never a message of
+// the new one, however many times the partition changes hands (sequences never repeat).
+TEST(OffsetTracker, ReportsOfAnEarlierAssignmentNeverCompleteNewMessages) {
+  offset_tracker t;
+  const std::size_t s = t.slot(0, 0);
+  const auto old = t.add(s, 10, 1);
+  for (int i = 0; i < 200; ++i) t.reset(0, 0);
+  const auto fresh = t.add(s, 10, 1);
+  t.report(old, true);
+  EXPECT_EQ(t.pending_messages(), 1u);
+  for (const auto& [partition, next] : drain(t)) EXPECT_LT(next, 11);  // not past 10
+  t.report(old, true);  // twice: the retained message has nothing left to report
+  EXPECT_EQ(t.pending_messages(), 1u);
   t.report(fresh, true);
-  const auto d = drain(t);
-  EXPECT_EQ(d.at({0, 0}), 81);
+  EXPECT_EQ(t.pending_messages(), 0u);
+  EXPECT_EQ((drain(t)[{0, 0}]), 11);
+}
+
+// Messages complete at the revocation are forgotten: nothing holds the partition back.
+TEST(OffsetTracker, CompleteMessagesAreNotRetained) {
+  offset_tracker t;
+  const std::size_t s = t.slot(0, 0);
+  const auto a = t.add(s, 10, 1);
+  t.add(s, 11, 0);
+  t.report(a, true);
+  t.reset(0, 0);
+  t.add(s, 5, 0);
+  EXPECT_EQ((drain(t)[{0, 0}]), 6);
+  EXPECT_EQ(t.pending_messages(), 0u);
 }
 
 // A random interleaving of acknowledgements, checked against the definition: the

@@ -12,18 +12,28 @@
 // partition. A final delivery failure blocks its partition at that message for good: the
 // offset never moves past it (at-least-once; the message is read again after a restart).
 //
+// A partition revoked while outputs of its messages are in flight keeps those messages as
+// "retained": should the partition come back to this instance, its committable offset
+// stays below the first of them until their outputs are acknowledged. This instance's
+// dedup state already holds their items, so reading them again finds duplicates and
+// forwards nothing: committing past them before their own outputs are delivered could
+// lose those outputs. A retained message whose output finally fails is a failure like any
+// other (failed(), first_failure()), and blocks its partition for good.
+//
 // Tickets identify one message in delivery reports, in 56 bits (the caller keeps the top 8
-// bits of a producer's 64-bit opaque for itself): 14 bits of partition slot, 6 bits of
-// epoch (bumped when a partition is reset, so that reports of a revoked assignment are
-// ignored) and 36 bits of sequence (modulo 2^36: far more than can be in flight).
+// bits of a producer's 64-bit opaque for itself): 14 bits of partition slot and 42 bits of
+// sequence, which never repeats within a slot, across resets too (modulo 2^42: far more
+// than can be in flight).
 //
 // Not thread-safe: one owner, the processing thread, which also serves the producer's
 // delivery reports.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -43,27 +53,31 @@ class offset_tracker {
   // Offsets of a slot must increase (the consumer delivers a partition in order).
   ticket add(std::size_t slot, std::int64_t offset, std::uint32_t outputs);
 
-  // One output of the ticket's message was delivered (`ok`) or finally failed. Reports of
-  // a reset slot, or unknown tickets, are ignored. Returns false for a failure.
+  // One output of the ticket's message was delivered (`ok`) or finally failed, the message
+  // registered since the slot's last reset or retained by a reset. Unknown tickets are
+  // ignored. Returns false for a failure.
   bool report(ticket t, bool ok) noexcept;
 
   // Calls f(topic_index, partition, next_offset) for every slot whose committable offset
-  // moved since the last call; next_offset is -1 for a slot reset meanwhile (skip it).
+  // moved since the last call; next_offset is -1 for a slot reset meanwhile (skip it). The
+  // offset is at most that of the slot's first retained message.
   template <class F>
   void drain_committable(F&& f) {
     for (std::size_t i : dirty_) {
       slot_state& s = slots_[i];
       s.dirty = false;
-      f(s.topic_index, s.partition, s.committable);
+      f(s.topic_index, s.partition,
+        s.committable < 0 ? s.committable : std::min(s.committable, retained_floor(s)));
     }
     dirty_.clear();
   }
 
-  // Forgets the messages of a slot (its partition was revoked): reports still in flight
-  // for them are ignored, and its offsets start afresh.
+  // Starts the slot afresh (its partition was revoked, or assigned anew): its offsets come
+  // from the messages registered from now on. Messages with outputs still in flight, or
+  // failed, are retained (see above).
   void reset(std::size_t topic_index, std::int32_t partition);
 
-  // Messages registered and not yet complete, over all slots.
+  // Messages registered, retained ones included, whose outputs are not all reported yet.
   [[nodiscard]] std::size_t pending_messages() const noexcept { return pending_messages_; }
   // Whether some output finally failed; the first failure's description.
   [[nodiscard]] bool failed() const noexcept { return failed_; }
@@ -80,16 +94,25 @@ class offset_tracker {
     std::uint32_t pending;
     bool failed;
   };
+  struct retained_entry {
+    std::uint64_t seq;
+    entry e;
+  };
   struct slot_state {
     std::size_t topic_index = 0;
     std::int32_t partition = 0;
-    std::uint8_t epoch = 0;
     std::uint64_t base_seq = 0;  // sequence of entries.front()
     std::deque<entry> entries;   // incomplete messages, and complete ones behind them
+    std::vector<retained_entry> retained;  // of earlier assignments, by increasing seq
     std::int64_t committable = -1;
     bool dirty = false;
   };
   void advance(std::size_t index, slot_state& s);
+  void mark_dirty(std::size_t index, slot_state& s);
+  // The lowest offset of the slot's retained messages; INT64_MAX when there are none.
+  [[nodiscard]] static std::int64_t retained_floor(const slot_state& s) noexcept;
+  bool report_retained(std::size_t index, slot_state& s, std::uint64_t seq, bool ok) noexcept;
+  void complete_or_fail(slot_state& s, entry& e, bool ok) noexcept;
 
   std::vector<slot_state> slots_;
   std::vector<std::vector<std::uint32_t>> index_;  // [topic_index][partition] → slot + 1
