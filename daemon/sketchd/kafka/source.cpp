@@ -138,9 +138,18 @@ struct source::callbacks {
       }
       self->run_on_owner(request);
       // Offsets stored so far are committed before the partitions go to another member
-      // (when closing, close() has just committed them, within its bound).
+      // (when closing, close() has just committed them, within its bound). A lost
+      // assignment (the session expired: the group has moved on without this member)
+      // cannot commit, and the coordinator may be what is unreachable: no wait for it.
+      const bool lost = rd_kafka_assignment_lost(rk) == 1;
+      if (lost) {
+        log()->warn(
+            "assignment lost (the group's session expired): {} partition(s) revoked "
+            "without a commit; their next owner reads them from the last commit",
+            partitions->cnt);
+      }
       const rd_kafka_resp_err_t c =
-          self->closing_ ? RD_KAFKA_RESP_ERR_NO_ERROR : rd_kafka_commit(rk, nullptr, 0);
+          self->closing_ || lost ? RD_KAFKA_RESP_ERR_NO_ERROR : rd_kafka_commit(rk, nullptr, 0);
       if (c && c != RD_KAFKA_RESP_ERR__NO_OFFSET) {
         log()->warn("commit before revocation failed: {}", rd_kafka_err2str(c));
       }
