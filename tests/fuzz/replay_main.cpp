@@ -1,7 +1,8 @@
 // Runs a fuzz target over files instead of under libFuzzer: every file named on the command
 // line, and every file of every directory named, in name order. This is how each target's
-// corpus (tests/fuzz/corpus/NAME/: seeds, and every input that once found a bug) runs as a
-// test in every build, with or without sanitizers.
+// corpus (tests/fuzz/corpus/NAME/: seeds, and every input that once found a bug;
+// tests/fuzz/found/NAME/: what fuzzing reached beyond them) runs as a test in every build,
+// with or without sanitizers.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
