@@ -238,6 +238,11 @@ struct source::callbacks {
         if (p["consumer_lag"].get(consumer_lag) != simdjson::SUCCESS || consumer_lag < 0) continue;
         if (p["fetch_state"].get(assigned_state) == simdjson::SUCCESS && assigned_state == "none")
           continue;
+        // A revoked partition keeps its entry, and a lag from its last committed offset, in
+        // a fetch state other than "none" ("stopped"); "desired" is false once it is not
+        // assigned any more.
+        bool desired = true;
+        if (p["desired"].get(desired) == simdjson::SUCCESS && !desired) continue;
         lag.push_back({std::string(topic), static_cast<std::int32_t>(partition), consumer_lag});
       }
     }
