@@ -27,6 +27,7 @@
 #include "sketch/bloom_math.h"
 #include "sketch/count_min.h"
 #include "sketch/memory.h"
+#include "sketch/text.h"
 #include "sketch/top_k.h"
 
 namespace sketch::cli {
@@ -154,6 +155,18 @@ void write_out(std::string_view text) {
 void print_stderr(std::string_view text) noexcept {
   std::fwrite(text.data(), 1, text.size(), stderr);
   std::fflush(stderr);
+}
+
+// An error on one line of stderr, "sketch: MESSAGE", whatever the arguments quoted in the
+// message hold (a newline, an escape sequence). Never throws, like print_stderr.
+void print_error(std::string_view message) noexcept {
+  try {
+    print_stderr(fmt::format("sketch: {}\n", escape_controls(message)));
+  } catch (...) {  // out of memory: the message as it is
+    print_stderr("sketch: ");
+    print_stderr(message);
+    print_stderr("\n");
+  }
 }
 
 // Progress on stderr, only when it is a terminal, at most twice a second.
@@ -475,19 +488,19 @@ int run_main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     status = app.exit(e);
   } catch (const CLI::ParseError& e) {
-    print_stderr(fmt::format("sketch: {}\n", e.what()));
+    print_error(e.what());
     return 2;
   } catch (const usage_error& e) {
-    print_stderr(fmt::format("sketch: {}\n", e.what()));
+    print_error(e.what());
     return 2;
   } catch (const std::exception& e) {
     std::fflush(stdout);  // the output so far, before the error
-    print_stderr(fmt::format("sketch: {}\n", e.what()));
+    print_error(e.what());
     return 1;
   }
   // exit() would flush the rest of the output too, but ignore a write error.
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    print_stderr(fmt::format("sketch: {}\n", cannot_write()));
+    print_error(cannot_write());
     return 1;
   }
   return status;
@@ -501,11 +514,11 @@ int main(int argc, char** argv) {
   try {
     status = sketch::cli::run_main(argc, argv);
   } catch (const std::exception& e) {  // --help or --version to a stdout that fails, memory…
-    sketch::cli::print_stderr(fmt::format("sketch: {}\n", e.what()));
+    sketch::cli::print_error(e.what());
   }
   std::cout.flush();
   if ((std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) && status == 0) {
-    sketch::cli::print_stderr(fmt::format("sketch: {}\n", sketch::cli::cannot_write()));
+    sketch::cli::print_error(sketch::cli::cannot_write());
     status = 1;
   }
   return status;

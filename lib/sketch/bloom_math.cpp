@@ -36,8 +36,7 @@ double optimal_bits(double n, double p) noexcept { return -n * std::log(p) / (kL
 std::uint32_t optimal_hashes(double bits_per_item) noexcept {
   const double k = std::round(bits_per_item * kLn2);
   if (!(k >= 1.0)) return 1;  // also catches NaN
-  constexpr double kMax = std::numeric_limits<std::uint32_t>::max();
-  return k >= kMax ? std::numeric_limits<std::uint32_t>::max() : static_cast<std::uint32_t>(k);
+  return k >= kMaxHashes ? kMaxHashes : static_cast<std::uint32_t>(k);
 }
 
 double fpr(double m, double n, double k) noexcept { return std::pow(-std::expm1(-k * n / m), k); }

@@ -27,7 +27,8 @@ inline constexpr std::uint32_t kMaxHashes = 64;
 [[nodiscard]] double optimal_bits(double n, double p) noexcept;
 
 // Hash functions minimising the FPR for m/n = bits_per_item:
-//   k = (m/n) ln 2, rounded to the nearest integer, at least 1     [L000], [L002], [L004].
+//   k = (m/n) ln 2, rounded to the nearest integer, within [1, kMaxHashes]
+//                                                              [L000], [L002], [L004].
 [[nodiscard]] std::uint32_t optimal_hashes(double bits_per_item) noexcept;
 
 // False-positive rate after n insertions, with the usual approximation of the tables:

@@ -156,6 +156,9 @@ classic=$("$sketch" size --items 200k --fpr 0.001 --layout classic)
 check_dedup "dedup, classic" "$work/classic.txt" "$(field bits "$classic")" "$(field hashes "$classic")"
 "$sketch" dedup --items 200k --bits-per-item 12 --hashes 7 "$work/lines.txt" >"$work/bpi.txt"
 check_dedup "dedup --bits-per-item 12 --hashes 7 (classic)" "$work/bpi.txt" 2400000 7
+# 100 bits per item would want 69 hash functions; a classic filter takes at most 64.
+"$sketch" dedup --items 200k --bits-per-item 100 --layout classic "$work/lines.txt" >"$work/bpi100.txt"
+check_dedup "dedup --bits-per-item 100 (classic, 64 hashes)" "$work/bpi100.txt" 20000000 64
 "$sketch" dedup --items 200k --bits-per-item 12 "$work/lines.txt" >"$work/bpi-blocked.txt"
 check_dedup "dedup --bits-per-item 12 (blocked)" "$work/bpi-blocked.txt" \
   "$(python3 -c 'import math; print(math.ceil(12 * 200000 / 256) * 256)')"
@@ -292,6 +295,10 @@ expect_usage_error "more than the" dedup --items 1000G --fpr 0.001
 expect_usage_error "more than the" dedup --items 100G --bits-per-item 100 --hashes 7
 expect_usage_error "--hashes" dedup --bits-per-item 10 --hashes 7 --layout blocked
 expect_usage_error "--bits-per-item" dedup --bits-per-item 0
+# Control characters in an argument are escaped: the error stays on one line.
+expect_usage_error '--items: "10\n" is not a count' size --items $'10\n' --fpr 0.1
+expect_usage_error '--fpr' size --items 10 --fpr $'0.1\nfoo'
+expect_usage_error 'no\nsuch\x1b[2J' dedup $'no\nsuch\e[2J'
 expect_usage_error "--nope" dedup --nope
 expect_usage_error "$work/missing.txt" dedup "$work/lines.txt" "$work/missing.txt"
 expect_usage_error "$work: Is a directory" dedup "$work/lines.txt" "$work"

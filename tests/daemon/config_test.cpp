@@ -367,6 +367,32 @@ TEST(ConfigErrors, SubstitutionErrorsPointAtTheirDollarBraceInEveryScalarStyle) 
           "set (write ${UNSET:-default} to give a default)"));
 }
 
+TEST(ConfigErrors, EverySubstitutionErrorOfAValueIsReported) {
+  const auto r = load(
+      "kafka:\n"
+      "  brokers: \"a${UNSET_X}b${UNSET_Y}c${1X}d${OPEN\"\n" +
+      std::string(kMinimal.substr(kMinimal.find("pipelines"))));
+  EXPECT_THAT(errors_of(r),
+              ElementsAre(StartsWith("test.yaml:2:14: kafka.brokers: environment variable UNSET_X "
+                                     "is not set"),
+                          StartsWith("test.yaml:2:25: kafka.brokers: environment variable UNSET_Y "
+                                     "is not set"),
+                          StartsWith("test.yaml:2:36: kafka.brokers: invalid variable name \"1X\""),
+                          StartsWith("test.yaml:2:42: kafka.brokers: unterminated \"${\"")));
+}
+
+TEST(ConfigErrors, SubstitutionErrorOnTheFirstLineAfterAByteOrderMark) {
+  // yaml-cpp's columns leave the mark's 3 bytes out; so does the column of a `${`.
+  for (const std::string bom : {"", "\xEF\xBB\xBF"}) {
+    const auto r = load(bom + "kafka: {brokers: \"${UNSET}\", bogus: 1}\n" +
+                        std::string(kMinimal.substr(kMinimal.find("pipelines"))));
+    EXPECT_THAT(errors_of(r),
+                ElementsAre(StartsWith("test.yaml:1:19: kafka.brokers: environment variable"),
+                            StartsWith("test.yaml:1:30: unknown key \"bogus\" in kafka")))
+        << (bom.empty() ? "without" : "with") << " a byte order mark";
+  }
+}
+
 TEST(ConfigErrors, NestedVariableInADefaultIsAnErrorAtTheInnerReference) {
   const auto r = load(
       "kafka:\n"
@@ -904,7 +930,18 @@ TEST(ConfigValues, SubstitutionErrorsGiveTheOffsetOfTheirDollarBrace) {
     } catch (const substitution_error& e) {
       EXPECT_EQ(e.offset(), offset) << text;
       EXPECT_EQ(e.what(), message) << text;
+      EXPECT_EQ(e.problems().size(), 1u) << text;
     }
+  }
+  // Every problem of a text, in order; an unterminated `${` ends it.
+  try {
+    (void)substitute_variables("${UNSET_A}-${HOST:-${X}}-${9}-${HOST}-${UNSET_B}-${OPEN", env);
+    ADD_FAILURE() << "no error";
+  } catch (const substitution_error& e) {
+    std::vector<std::size_t> offsets;
+    for (const auto& p : e.problems()) offsets.push_back(p.offset);
+    EXPECT_THAT(offsets, ElementsAre(0, 19, 25, 38, 49));
+    EXPECT_EQ(e.offset(), 0u);
   }
 }
 

@@ -109,6 +109,10 @@ TEST(BloomMath, OptimalHashesIsTheMinimumOfEachRow) {
   EXPECT_EQ(bloom_math::optimal_hashes(0.1), 1u);  // at least one
   EXPECT_EQ(bloom_math::optimal_hashes(0.0), 1u);
   EXPECT_EQ(bloom_math::optimal_hashes(std::nan("")), 1u);
+  // At most what a filter takes: 100 bits per item would want 69.
+  EXPECT_EQ(bloom_math::optimal_hashes(92), 64u);
+  EXPECT_EQ(bloom_math::optimal_hashes(100), bloom_math::kMaxHashes);
+  EXPECT_EQ(bloom_math::optimal_hashes(1e300), bloom_math::kMaxHashes);
 }
 
 // At the optimal real k the rate is (1/2)^k = (0.6185)^{m/n} (lectures 000 and 004); the

@@ -32,6 +32,7 @@
 #include "sketch/blocked_bloom.h"
 #include "sketch/count_min.h"
 #include "sketch/rolling_bloom.h"
+#include "sketch/text.h"
 #include "sketchd/kafka/client.h"
 #include "sketchd/kafka/sink.h"
 #include "sketchd/kafka/source.h"
@@ -173,7 +174,9 @@ class checker {
     try {
       return substitute_variables(f.node.Scalar(), getenv_);
     } catch (const substitution_error& e) {
-      error(mark_in_scalar(f.node.Mark(), f.node.Scalar(), e.offset()), prefix(f.path) + e.what());
+      for (const substitution_problem& p : e.problems()) {
+        error(mark_in_scalar(f.node.Mark(), f.node.Scalar(), p.offset), prefix(f.path) + p.message);
+      }
       return std::nullopt;
     }
   }
@@ -305,8 +308,10 @@ class checker {
     if (scalar.is_null() || offset + 1 >= value.size() || value.substr(offset, 2) != "${") {
       return scalar;
     }
-    // The scalar's first byte: yaml-cpp counts lines at '\n' and columns in bytes.
-    std::size_t start = 0;
+    // The scalar's first byte: yaml-cpp counts lines at '\n' and columns in bytes, those
+    // of a UTF-8 byte order mark at the start of the file left out.
+    const std::size_t bom = source_.starts_with("\xEF\xBB\xBF") ? 3 : 0;
+    std::size_t start = scalar.line == 0 ? bom : 0;
     for (int line = 0; line < scalar.line; ++line) {
       start = source_.find('\n', start);
       if (start == std::string_view::npos) return scalar;
@@ -332,7 +337,8 @@ class checker {
     YAML::Mark mark = scalar;
     const std::size_t line_start = source_.rfind('\n', at);
     for (std::size_t p = start; (p = source_.find('\n', p)) < at; ++p) ++mark.line;
-    mark.column = static_cast<int>(line_start == std::string_view::npos ? at : at - line_start - 1);
+    mark.column =
+        static_cast<int>(line_start == std::string_view::npos ? at - bom : at - line_start - 1);
     mark.pos = scalar.pos + static_cast<int>(at - start);
     return mark;
   }
@@ -1317,21 +1323,8 @@ std::string config_error::to_string() const {
   // One line whatever the values quoted in it hold: control characters escaped (a newline
   // would start a line without a location; an escape sequence would reach the terminal),
   // trailing white space dropped (librdkafka's reasons end in a newline).
-  std::string out;
-  out.reserve(text.size());
-  for (const char ch : std::string_view(text).substr(0, text.find_last_not_of(" \t\r\n") + 1)) {
-    const auto u = static_cast<unsigned char>(ch);
-    if (ch == '\n') {
-      out += "\\n";
-    } else if (ch == '\t') {
-      out += "\\t";
-    } else if (u < 0x20 || u == 0x7f) {
-      out += fmt::format("\\x{:02x}", u);
-    } else {
-      out += ch;
-    }
-  }
-  return out;
+  return sketch::escape_controls(
+      std::string_view(text).substr(0, text.find_last_not_of(" \t\r\n") + 1));
 }
 
 namespace {

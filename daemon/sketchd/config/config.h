@@ -211,22 +211,32 @@ using getenv_function = std::function<std::optional<std::string>(std::string_vie
 // A finite real number in decimal or scientific notation: "0.001", "1e-3", "-2.5".
 [[nodiscard]] double parse_real(std::string_view text);
 
-// What substitute_variables throws: the message, and where in the text the `${` that it
-// is about starts (the one without a variable, or the nested one of a default).
+// One problem of a text's `${…}`: the message, and where in the text the `${` that it is
+// about starts (the one without a variable, or the nested one of a default).
+struct substitution_problem {
+  std::string message;
+  std::size_t offset = 0;
+};
+
+// What substitute_variables throws: every problem of the text, in order (at least one).
+// what() and offset() are the first one's.
 class substitution_error : public std::invalid_argument {
  public:
-  substitution_error(const std::string& message, std::size_t offset)
-      : std::invalid_argument(message), offset_(offset) {}
+  explicit substitution_error(std::vector<substitution_problem> problems)
+      : std::invalid_argument(problems.front().message), problems_(std::move(problems)) {}
 
-  [[nodiscard]] std::size_t offset() const noexcept { return offset_; }
+  [[nodiscard]] std::size_t offset() const noexcept { return problems_.front().offset; }
+  [[nodiscard]] const std::vector<substitution_problem>& problems() const noexcept {
+    return problems_;
+  }
 
  private:
-  std::size_t offset_;
+  std::vector<substitution_problem> problems_;
 };
 
 // Replaces `${VAR}`, `${VAR:-default}` and `$$` in `text` (rules in the file comment).
 // Throws substitution_error for an unset VAR without a default, an unterminated `${`, an
-// invalid variable name or a `${` inside a default.
+// invalid variable name or a `${` inside a default: all of them, with their offsets.
 [[nodiscard]] std::string substitute_variables(std::string_view text,
                                                const getenv_function& getenv);
 

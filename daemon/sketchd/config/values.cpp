@@ -136,6 +136,7 @@ double parse_real(std::string_view text) {
 std::string substitute_variables(std::string_view text, const getenv_function& getenv) {
   std::string out;
   out.reserve(text.size());
+  std::vector<substitution_problem> problems;  // every one, then thrown together
   std::size_t i = 0;
   while (i < text.size()) {
     const char c = text[i];
@@ -151,51 +152,59 @@ std::string substitute_variables(std::string_view text, const getenv_function& g
     }
     const std::size_t close = text.find('}', i + 2);
     if (close == std::string_view::npos) {
-      throw substitution_error("unterminated \"${\" (write \"$$\" for a literal \"$\")", i);
+      problems.push_back({"unterminated \"${\" (write \"$$\" for a literal \"$\")", i});
+      break;  // the rest of the text is inside it
     }
     const std::string_view inside = text.substr(i + 2, close - i - 2);
     const std::size_t sep = inside.find(":-");
     const std::string_view name = inside.substr(0, sep);
+    const std::size_t start = i;
+    i = close + 1;
     if (!is_variable_name(name)) {
-      throw substitution_error(fmt::format("invalid variable name \"{}\" in \"${{{}}}\" (letters, "
-                                           "digits and _, not starting with a digit)",
-                                           name, inside),
-                               i);
+      problems.push_back({fmt::format("invalid variable name \"{}\" in \"${{{}}}\" (letters, "
+                                      "digits and _, not starting with a digit)",
+                                      name, inside),
+                          start});
+      continue;
     }
     // The default, with `$$` read as `$`: checked even when the variable is set, so that
     // whether a file is valid does not depend on the environment.
     std::optional<std::string> fallback;
     if (sep != std::string_view::npos) {
-      const std::size_t from = i + 2 + sep + 2;
+      const std::size_t from = start + 2 + sep + 2;
       fallback.emplace();
       for (std::size_t j = from; j < close; ++j) {
         if (text[j] == '$' && j + 1 < close && text[j + 1] == '$') {
           *fallback += '$';
           ++j;
         } else if (text[j] == '$' && text[j + 1] == '{') {
-          throw substitution_error(
-              fmt::format("nested \"${{…}}\" in the default of ${{{}}} is not supported (a default "
-                          "is plain text; \"$$\" in it is a literal \"$\")",
-                          name),
-              j);
+          problems.push_back(
+              {fmt::format("nested \"${{…}}\" in the default of ${{{}}} is not supported (a "
+                           "default is plain text; \"$$\" in it is a literal \"$\")",
+                           name),
+               j});
+          fallback.reset();
+          break;
         } else {
           *fallback += text[j];
         }
       }
+      if (!fallback) continue;
     }
     std::optional<std::string> value = getenv ? getenv(name) : std::nullopt;
     if (fallback) {
       if (!value || value->empty()) value = std::move(fallback);
     } else if (!value) {
-      throw substitution_error(
-          fmt::format(
-              "environment variable {0} is not set (write ${{{0}:-default}} to give a default)",
-              name),
-          i);
+      problems.push_back(
+          {fmt::format(
+               "environment variable {0} is not set (write ${{{0}:-default}} to give a default)",
+               name),
+           start});
+      continue;
     }
     out += *value;
-    i = close + 1;
   }
+  if (!problems.empty()) throw substitution_error(std::move(problems));
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 
+#include "sketch/text.h"
 #include "sketchd/metrics/metrics.h"
 #include "sketchd/util/json.h"
 
@@ -73,22 +74,7 @@ void setup_logging(const log_config& config) {
 }
 
 std::string loggable_item(std::string_view item) {
-  std::string out;
-  for (const char ch : metrics::clean_label_value(item, 64)) {
-    const auto byte = static_cast<unsigned char>(ch);
-    if (ch == '\n') {
-      out += "\\n";
-    } else if (ch == '\t') {
-      out += "\\t";
-    } else if (ch == '\\') {
-      out += "\\\\";
-    } else if (byte < 0x20 || byte == 0x7f) {
-      out += fmt::format("\\x{:02x}", byte);
-    } else {
-      out += ch;
-    }
-  }
-  return out;
+  return sketch::escape_controls(metrics::clean_label_value(item, 64), true);
 }
 
 void print_stderr(std::string_view text) noexcept {
