@@ -120,7 +120,9 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
   for (const kafka::record& r : batch) {
     const auto& targets = topic_routes_[r.topic_index];
     std::uint32_t outputs = 0;
+    const bool replayed = !replay_until_.empty() && replaying(r);
     for (std::size_t i : targets) {
+      if (replayed) break;
       const verdict v = verdicts_[i][cursors_[i]];
       if ((v == verdict::first_seen && outputs_[i].first_seen) ||
           (v == verdict::duplicate && outputs_[i].duplicate)) {
@@ -250,6 +252,11 @@ void processor::forward_failed(const route& r, kafka::error_code err, std::strin
   logger("pipeline")->error("{}", failure_);
 }
 
+bool processor::replaying(const kafka::record& r) const {
+  const auto it = replay_until_.find(std::make_pair(r.topic_index, r.partition));
+  return it != replay_until_.end() && r.offset < it->second;
+}
+
 void processor::drain(std::vector<kafka::partition_offset>& out) {
   tracker_.drain_committable(
       [&](std::size_t topic_index, std::int32_t partition, std::int64_t next) {
@@ -258,6 +265,14 @@ void processor::drain(std::vector<kafka::partition_offset>& out) {
         const auto it = positions_.find(key);
         if (it == positions_.end()) return;  // revoked meanwhile
         it->second = next;
+        if (const auto replay = replay_until_.find(key); replay != replay_until_.end()) {
+          // Storing an offset before the group's would move its commit back.
+          if (next < replay->second) return;
+          logger("kafka")->info(
+              "partition {} [{}]: read again up to offset {}; forwarding from there on",
+              topics_[topic_index], partition, replay->second);
+          replay_until_.erase(replay);
+        }
         out.push_back({topic_index, partition, next});
       });
 }
@@ -277,22 +292,59 @@ bool processor::flush(std::chrono::milliseconds timeout,
 }
 
 void processor::assigned(const kafka::topic_partition& tp, std::optional<std::int64_t> start) {
+  assigned_any_ = true;
   // A new assignment of a partition starts with a clean slate of deliveries; its position
   // is known from its first message on, or from the snapshot it starts at.
   positions_[std::make_pair(tp.topic_index, tp.partition)] = start.value_or(-1);
+  replay_until_.erase(std::make_pair(tp.topic_index, tp.partition));
   tracker_.reset(tp.topic_index, tp.partition);
 }
 
 void processor::revoked(std::span<const kafka::topic_partition> partitions) {
   for (const auto& tp : partitions) {
     positions_.erase(std::make_pair(tp.topic_index, tp.partition));
+    replay_until_.erase(std::make_pair(tp.topic_index, tp.partition));
     tracker_.reset(tp.topic_index, tp.partition);
   }
 }
 
-void processor::restore_positions(const std::vector<kafka::partition_offset>& positions) {
+void processor::restore_positions(const std::vector<kafka::partition_offset>& positions,
+                                  std::int64_t snapshot_ms) {
   for (const auto& p : positions)
     restored_[std::make_pair(p.topic_index, p.partition)] = p.next_offset;
+  restored_ms_ = snapshot_ms;
+}
+
+bool processor::start_behind_commit(const kafka::topic_partition& tp, std::int64_t start,
+                                    std::int64_t committed) {
+  using std::chrono::milliseconds;
+  milliseconds longest{0};
+  for (std::size_t i : topic_routes_[tp.topic_index]) {
+    const pipeline_config& pc = pipelines_[i]->config();
+    if (pc.heavy_hitters) longest = std::max(longest, pc.heavy_hitters->window);
+    if (pc.dedup) longest = std::max(longest, pc.dedup->window);
+  }
+  const std::int64_t now =
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  const milliseconds age(now - restored_ms_);
+  const std::string& topic = topics_[tp.topic_index];
+  if (age >= longest) {
+    logger("kafka")->warn(
+        "partition {} [{}] starts at the group's committed offset {}, past the snapshot's {}: the "
+        "snapshot is older ({} s) than the windows of the pipelines reading it, so the messages "
+        "between are not read again (their items are not in this instance's windows)",
+        topic, tp.partition, committed, start, age.count() / 1000);
+    positions_[std::make_pair(tp.topic_index, tp.partition)] = committed;
+    return false;
+  }
+  logger("kafka")->info(
+      "partition {} [{}] starts at offset {} (restored state); the {} message(s) up to the "
+      "group's committed offset {} go into the windows again without being forwarded (their "
+      "outputs were delivered, by this instance before it stopped or by another member)",
+      topic, tp.partition, start, committed - start, committed);
+  replay_until_[std::make_pair(tp.topic_index, tp.partition)] = committed;
+  return true;
 }
 
 std::optional<std::int64_t> processor::take_restored_position(const kafka::topic_partition& tp) {
@@ -311,6 +363,13 @@ std::vector<kafka::partition_offset> processor::positions() const {
   std::vector<kafka::partition_offset> out;
   for (const auto& [key, next] : positions_) {
     if (next >= 0) out.push_back({key.first, key.second, next});
+  }
+  // Before the first assignment (the group is still joining, as after a crash, until the
+  // dead member's session expires), the restored positions: the state holds those
+  // partitions' messages up to there, and a snapshot written now must say so. Not later:
+  // a partition the group gives to another member is no longer this instance's.
+  if (!assigned_any_) {
+    for (const auto& [key, next] : restored_) out.push_back({key.first, key.second, next});
   }
   return out;
 }

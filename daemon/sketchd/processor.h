@@ -65,17 +65,31 @@ class processor {
   void assigned(const kafka::topic_partition& tp, std::optional<std::int64_t> start);
   void revoked(std::span<const kafka::topic_partition> partitions);
 
-  // Positions restored from a snapshot: the start offsets of their partitions.
-  void restore_positions(const std::vector<kafka::partition_offset>& positions);
+  // Positions restored from a snapshot written at `snapshot_ms` (wall clock): the start
+  // offsets of their partitions.
+  void restore_positions(const std::vector<kafka::partition_offset>& positions,
+                         std::int64_t snapshot_ms);
   // The start offset of a partition restored from a snapshot, once: later assignments of
   // it start at the committed offset.
   [[nodiscard]] std::optional<std::int64_t> take_restored_position(
       const kafka::topic_partition& tp);
+  // A partition just assigned at its restored position `start`, behind the group's
+  // committed offset: this instance committed past its snapshot before it stopped (a
+  // crash), or another member processed the partition since. True, when the snapshot is
+  // younger than the longest window of the pipelines reading the partition: it starts at
+  // `start`, and its messages before `committed` go into the windows again without being
+  // forwarded (their outputs were delivered) or having their offsets stored (the group's
+  // offset stays at `committed`). False, for an older snapshot, whose state has expired
+  // anyway (reading those messages at the current time would only put older events into
+  // the windows): it starts at `committed`. Either way it is logged.
+  bool start_behind_commit(const kafka::topic_partition& tp, std::int64_t start,
+                           std::int64_t committed);
 
   // Every output acknowledged and no failure: the pipelines' state reflects exactly the
   // messages before positions(), and all of their outputs are delivered.
   [[nodiscard]] bool quiescent() const;
-  // The state position of every assigned partition with a known position.
+  // The state position of every assigned partition with a known position; before the
+  // first assignment, the positions restored from the snapshot.
   [[nodiscard]] std::vector<kafka::partition_offset> positions() const;
 
   // A final delivery failure happened: consumption must stop. The reason names the
@@ -116,6 +130,8 @@ class processor {
                       std::optional<kafka::offset_tracker::ticket> ticket);
   void send_alert(std::size_t pipeline, const sketch::heavy_event& e, std::int64_t wall_ms);
   void drain(std::vector<kafka::partition_offset>& out);
+  // The record is one of a partition read again up to the group's committed offset.
+  [[nodiscard]] bool replaying(const kafka::record& r) const;
   void warn_extract_failures(std::int64_t wall_ms);
   void publish();
 
@@ -137,6 +153,11 @@ class processor {
 
   std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> positions_;  // assigned partitions
   std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> restored_;
+  std::int64_t restored_ms_ = 0;  // when the snapshot of restored_ was written
+  bool assigned_any_ = false;     // a partition has been assigned
+  // Partitions read again up to the group's committed offset (start_behind_commit): the
+  // messages before it are not forwarded, and their offsets not stored.
+  std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> replay_until_;
   std::string failure_;
 
   loop_counters local_;

@@ -122,7 +122,7 @@ std::vector<std::unique_ptr<pipeline>> make_pipelines(const config& cfg) {
 // start (returns false) unless state.discard_incompatible_snapshot sets it aside.
 bool restore(const config& cfg, state::store& store,
              std::vector<std::unique_ptr<pipeline>>& pipelines,
-             std::vector<state::partition_offset>& positions) {
+             std::vector<state::partition_offset>& positions, std::int64_t& snapshot_ms) {
   auto log = spdlog::default_logger();
   const auto refuse_or_discard = [&](const std::string& problem) {
     if (!cfg.state.discard_incompatible_snapshot) {
@@ -175,6 +175,7 @@ bool restore(const config& cfg, state::store& store,
       log->info("pipeline {} is not in the snapshot: its windows start empty", p->name());
   }
   positions = snap->offsets;
+  snapshot_ms = snap->created_ms;
   log->info("restored snapshot {} of {} ({} pipeline(s), {} partition position(s))", store.path(),
             fmt::format("{:%Y-%m-%d %H:%M:%S} UTC",
                         fmt::gmtime(static_cast<std::time_t>(snap->created_ms / 1000))),
@@ -214,10 +215,11 @@ int run(const config& cfg) {
   // State first: a snapshot that cannot be used stops the start before anything else.
   std::optional<state::store> store;
   std::vector<state::partition_offset> restored_positions;
+  std::int64_t snapshot_ms = 0;
   std::vector<std::unique_ptr<pipeline>> pipelines = make_pipelines(cfg);
   if (cfg.state.dir) {
     store.emplace(*cfg.state.dir);
-    if (!restore(cfg, *store, pipelines, restored_positions)) return 1;
+    if (!restore(cfg, *store, pipelines, restored_positions, snapshot_ms)) return 1;
   }
   std::vector<const pipeline*> readers;
   std::vector<pipeline*> writers;
@@ -259,7 +261,7 @@ int run(const config& cfg) {
             {static_cast<std::size_t>(it - so.topics.begin()), o.partition, o.next_offset});
       }
     }
-    proc.restore_positions(positions);
+    proc.restore_positions(positions, snapshot_ms);
   }
 
   metrics::registry registry;
@@ -332,6 +334,10 @@ int run(const config& cfg) {
     proc.assigned(tp, start);
     return start;
   });
+  source.on_start_behind_commit(
+      [&proc](const kafka::topic_partition& tp, std::int64_t start, std::int64_t committed) {
+        return proc.start_behind_commit(tp, start, committed);
+      });
   source.on_revoke([&](std::span<const kafka::topic_partition> revoked) {
     // Deliver what is in flight, so that the offsets of the revoked partitions can be
     // stored and committed before another member takes them over.

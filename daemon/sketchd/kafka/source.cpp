@@ -65,13 +65,21 @@ bool find_header(const void* context, std::string_view name, std::string_view* o
 
 namespace {
 
-// Starts the partitions of `partitions` that have a restored position (a snapshot's) there,
-// unless the group has committed an offset past it: then another member processed the
-// partition after the snapshot was written (the group scaled out, or this instance was
-// stopped for a while), and starting at the snapshot would process, and forward, those
-// messages a second time. Those partitions start at the committed offset instead.
-void start_at_restored_positions(rd_kafka_t* rk, rd_kafka_topic_partition_list_t* partitions,
-                                 const std::vector<std::optional<std::int64_t>>& starts) {
+// The starts of `partitions` from on_assign (a snapshot's positions), where the group has
+// committed no further: those partitions start there. The others, whose start is behind
+// the group's committed offset (this instance committed past its snapshot before it
+// stopped, or another member processed the partition since), are returned with the
+// committed offset, for the owner to decide. Should the committed offsets be unreadable,
+// every partition starts at its restored position.
+struct behind_commit {
+  int index;  // in partitions
+  std::int64_t start;
+  std::int64_t committed;
+};
+std::vector<behind_commit> start_at_restored_positions(
+    rd_kafka_t* rk, rd_kafka_topic_partition_list_t* partitions,
+    const std::vector<std::optional<std::int64_t>>& starts) {
+  std::vector<behind_commit> behind;
   const topic_partition_list_ptr committed(rd_kafka_topic_partition_list_new(partitions->cnt));
   for (int i = 0; i < partitions->cnt; ++i) {
     if (starts[static_cast<std::size_t>(i)]) {
@@ -79,35 +87,31 @@ void start_at_restored_positions(rd_kafka_t* rk, rd_kafka_topic_partition_list_t
                                         partitions->elems[i].partition);
     }
   }
-  if (committed->cnt == 0) return;
+  if (committed->cnt == 0) return behind;
   constexpr int kCommittedWaitMs = 10000;
   const rd_kafka_resp_err_t err = rd_kafka_committed(rk, committed.get(), kCommittedWaitMs);
   if (err) {
     log()->warn(
         "cannot read the group's committed offsets ({}): the restored partitions start at the "
-        "snapshot's "
-        "positions, and what the group processed after the snapshot is processed again",
+        "snapshot's positions, and what the group processed after the snapshot is processed "
+        "(and forwarded) again",
         rd_kafka_err2str(err));
   }
   for (int i = 0; i < partitions->cnt; ++i) {
     const auto& start = starts[static_cast<std::size_t>(i)];
     if (!start) continue;
     auto& tp = partitions->elems[i];
+    tp.offset = *start;
     const rd_kafka_topic_partition_t* group =
         err ? nullptr : rd_kafka_topic_partition_list_find(committed.get(), tp.topic, tp.partition);
     if (group && group->err == RD_KAFKA_RESP_ERR_NO_ERROR && group->offset > *start) {
-      tp.offset = group->offset;
-      log()->warn(
-          "partition {} [{}] starts at the group's committed offset {}, past the snapshot's {}: "
-          "another "
-          "member processed the messages between (their items are not in this instance's windows)",
-          tp.topic, tp.partition, group->offset, *start);
+      behind.push_back({i, *start, group->offset});
     } else {
-      tp.offset = *start;
       log()->info("partition {} [{}] starts at offset {} (restored state)", tp.topic, tp.partition,
                   *start);
     }
   }
+  return behind;
 }
 
 }  // namespace
@@ -127,7 +131,7 @@ struct source::callbacks {
       list.push_back({index, tp.partition});
     }
     hook_request request;
-    request.assign = assign;
+    request.what = assign ? hook_request::kind::assign : hook_request::kind::revoke;
     request.partitions = list;
     if (!assign) {
       // What is not handed over yet is never processed here: the new owner reads it.
@@ -156,7 +160,23 @@ struct source::callbacks {
     } else {
       self->assigned_once_ = true;
       self->run_on_owner(request);
-      start_at_restored_positions(rk, partitions, request.starts);
+      const std::vector<behind_commit> behind =
+          start_at_restored_positions(rk, partitions, request.starts);
+      if (!behind.empty()) {
+        std::vector<topic_partition> behind_list;
+        hook_request ask;
+        ask.what = hook_request::kind::behind_commit;
+        for (const behind_commit& b : behind) {
+          behind_list.push_back(list[static_cast<std::size_t>(b.index)]);
+          ask.starts.push_back(b.start);
+          ask.committed.push_back(b.committed);
+        }
+        ask.partitions = behind_list;
+        self->run_on_owner(ask);
+        for (std::size_t j = 0; j < behind.size(); ++j) {
+          if (!ask.start_behind[j]) partitions->elems[behind[j].index].offset = behind[j].committed;
+        }
+      }
     }
     if (cooperative) {
       rd_kafka_error_t* e = assign ? rd_kafka_incremental_assign(rk, partitions)
@@ -420,14 +440,25 @@ void source::poll_loop() {
 }
 
 void source::run_hook(hook_request& request) {
-  if (!request.assign) {
-    if (on_revoke_) on_revoke_(request.partitions);
-    return;
+  switch (request.what) {
+    case hook_request::kind::revoke:
+      if (on_revoke_) on_revoke_(request.partitions);
+      return;
+    case hook_request::kind::assign:
+      request.starts.assign(request.partitions.size(), std::nullopt);
+      if (!on_assign_) return;
+      for (std::size_t i = 0; i < request.partitions.size(); ++i)
+        request.starts[i] = on_assign_(request.partitions[i]);
+      return;
+    case hook_request::kind::behind_commit:
+      request.start_behind.assign(request.partitions.size(), false);
+      if (!on_start_behind_commit_) return;
+      for (std::size_t i = 0; i < request.partitions.size(); ++i) {
+        request.start_behind[i] = on_start_behind_commit_(request.partitions[i], *request.starts[i],
+                                                          request.committed[i]);
+      }
+      return;
   }
-  request.starts.assign(request.partitions.size(), std::nullopt);
-  if (!on_assign_) return;
-  for (std::size_t i = 0; i < request.partitions.size(); ++i)
-    request.starts[i] = on_assign_(request.partitions[i]);
 }
 
 void source::run_on_owner(hook_request& request) {

@@ -143,6 +143,15 @@ class source {
   void on_assign(std::function<std::optional<std::int64_t>(const topic_partition&)> hook) {
     on_assign_ = std::move(hook);
   }
+  // Called inside poll_batch(), after on_assign, for a partition whose start from on_assign
+  // is behind the group's committed offset: true to start there anyway (the messages up to
+  // the committed offset are read again), false to start at the committed offset. Without
+  // the hook, such a partition starts at the committed offset.
+  void on_start_behind_commit(
+      std::function<bool(const topic_partition&, std::int64_t start, std::int64_t committed)>
+          hook) {
+    on_start_behind_commit_ = std::move(hook);
+  }
 
   // Stops fetching from every assigned partition, and from partitions assigned later.
   // poll_batch() then returns nothing while the consumer stays in its group.
@@ -180,9 +189,13 @@ class source {
   };
   // A rebalance hook to run on the owner's thread, posted by the poller's rebalance callback.
   struct hook_request {
-    bool assign = false;
+    enum class kind : std::uint8_t { assign, revoke, behind_commit } what = kind::assign;
     std::span<const topic_partition> partitions;
-    std::vector<std::optional<std::int64_t>> starts;  // out: per partition, for assign
+    // assign: out, per partition. behind_commit: in, the starts and the committed offsets
+    // of `partitions`; out, whether each starts there anyway.
+    std::vector<std::optional<std::int64_t>> starts;
+    std::vector<std::int64_t> committed;
+    std::vector<bool> start_behind;
     bool done = false;
   };
   std::size_t topic_index(const rd_kafka_message_s* m);
@@ -197,6 +210,7 @@ class source {
   std::unique_ptr<rd_kafka_s, void (*)(rd_kafka_s*)> consumer_;
   std::function<void(std::span<const topic_partition>)> on_revoke_;
   std::function<std::optional<std::int64_t>(const topic_partition&)> on_assign_;
+  std::function<bool(const topic_partition&, std::int64_t, std::int64_t)> on_start_behind_commit_;
   std::atomic<bool> paused_{false};
   std::atomic<bool> assigned_once_{false};  // a rebalance has assigned partitions (even none)
   std::atomic<bool> closing_{false};        // close() has begun

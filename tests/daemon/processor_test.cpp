@@ -1,0 +1,154 @@
+// The processor's start of a partition restored from a snapshot behind the group's committed
+// offset: the messages before that offset are read into the windows again, their offsets
+// are not stored (the group's commit would move back), and the snapshot's age decides
+// whether they are read at all. No Kafka: without output topics the processor has no
+// producer, and the records are built here.
+#include "sketchd/processor.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace sketchd {
+namespace {
+
+using std::chrono::minutes;
+
+config one_pipeline() {
+  config c;
+  pipeline_config p;
+  p.name = "orders";
+  p.topics = {"events"};
+  p.item.from = item_source::key;
+  p.clock = clock_kind::wall;
+  p.heavy_hitters = heavy_hitters_config{.window = minutes(5),
+                                         .buckets = 5,
+                                         .epsilon = 0.001,
+                                         .delta = 0.01,
+                                         .top_k = 10,
+                                         .threshold = 0.02,
+                                         .alerts_topic = {}};
+  p.dedup = dedup_config{.window = minutes(60),
+                         .capacity = 10000,
+                         .fpr = 0.001,
+                         .output_topic = {},
+                         .duplicates_topic = {}};
+  c.pipelines.push_back(p);
+  return c;
+}
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr kafka::topic_partition kPartition{0, 0};
+
+struct fixture {
+  config cfg = one_pipeline();
+  pipeline pipe{cfg.pipelines[0]};
+  processor proc{cfg, {&pipe}, {"events"}, "", {}};
+  std::vector<std::string> keys;
+
+  // Restores position `start` of partition 0 from a snapshot `age_ms` old, and assigns it.
+  void restore_and_assign(std::int64_t start, std::int64_t age_ms) {
+    proc.restore_positions({{0, 0, start}}, now_ms() - age_ms);
+    const auto restored = proc.take_restored_position(kPartition);
+    ASSERT_EQ(restored, start);
+    proc.assigned(kPartition, restored);
+  }
+
+  // Processes the messages at offsets [from, to) of partition 0, the item of each its
+  // offset, and returns the offsets that became storable.
+  std::vector<std::int64_t> process(std::int64_t from, std::int64_t to) {
+    keys.clear();
+    for (std::int64_t o = from; o < to; ++o) keys.push_back(fmt::format("k{}", o));
+    std::vector<kafka::record> batch;
+    for (std::int64_t o = from; o < to; ++o) {
+      kafka::record r;
+      r.partition = 0;
+      r.offset = o;
+      r.view.key = keys[static_cast<std::size_t>(o - from)];
+      r.view.has_key = true;
+      batch.push_back(r);
+    }
+    proc.process(batch, now_ms());
+    std::vector<kafka::partition_offset> out;
+    proc.poll(out);
+    std::vector<std::int64_t> stored;
+    for (const auto& p : out) stored.push_back(p.next_offset);
+    return stored;
+  }
+};
+
+TEST(Processor, ReadsAgainUpToTheCommittedOffsetWithoutStoringOffsetsBeforeIt) {
+  fixture f;
+  f.restore_and_assign(100, 10 * 60 * 1000);  // 10 minutes old
+  // Younger than the longest window (60 minutes, dedup): read again from 100.
+  EXPECT_TRUE(f.proc.start_behind_commit(kPartition, 100, 150));
+
+  // Up to the committed offset 150: no offset stored, the position (for a snapshot) moves.
+  EXPECT_TRUE(f.process(100, 120).empty());
+  ASSERT_EQ(f.proc.positions().size(), 1u);
+  EXPECT_EQ(f.proc.positions()[0].next_offset, 120);
+  EXPECT_EQ(f.pipe.counters().first_seen, 20u);  // the items are in the windows
+  // Reaching it, and past it: stored again.
+  EXPECT_EQ(f.process(120, 150), std::vector<std::int64_t>{150});
+  EXPECT_EQ(f.process(150, 160), std::vector<std::int64_t>{160});
+  EXPECT_EQ(f.pipe.counters().first_seen, 60u);
+}
+
+TEST(Processor, ABatchAcrossTheCommittedOffsetStoresOnlyFromThere) {
+  fixture f;
+  f.restore_and_assign(100, 0);
+  EXPECT_TRUE(f.proc.start_behind_commit(kPartition, 100, 110));
+  EXPECT_EQ(f.process(100, 130), std::vector<std::int64_t>{130});
+}
+
+TEST(Processor, ASnapshotOlderThanEveryWindowStartsAtTheCommittedOffset) {
+  fixture f;
+  f.restore_and_assign(100, 61 * 60 * 1000);  // 61 minutes old
+  EXPECT_FALSE(f.proc.start_behind_commit(kPartition, 100, 150));
+  // The position is the committed offset, not the snapshot's.
+  ASSERT_EQ(f.proc.positions().size(), 1u);
+  EXPECT_EQ(f.proc.positions()[0].next_offset, 150);
+  EXPECT_EQ(f.process(150, 155), std::vector<std::int64_t>{155});
+}
+
+TEST(Processor, AReassignmentEndsTheReadingAgain) {
+  fixture f;
+  f.restore_and_assign(100, 0);
+  EXPECT_TRUE(f.proc.start_behind_commit(kPartition, 100, 150));
+  const kafka::topic_partition revoked[] = {kPartition};
+  f.proc.revoked(revoked);
+  // Assigned again later: it starts at the committed offset (the restored position is used
+  // once), and every offset is stored.
+  f.proc.assigned(kPartition, f.proc.take_restored_position(kPartition));
+  EXPECT_EQ(f.process(150, 152), std::vector<std::int64_t>{152});
+}
+
+// A snapshot written while the group is still joining (after a crash, the join waits for
+// the dead member's session to expire) keeps the restored positions: the state it writes
+// still holds those partitions' messages up to there. Once partitions are assigned, those
+// the group gave to another member are no longer this instance's.
+TEST(Processor, PositionsAreTheRestoredOnesUntilTheFirstAssignment) {
+  fixture f;
+  f.proc.restore_positions({{0, 0, 100}, {0, 1, 200}}, now_ms());
+  auto positions = f.proc.positions();
+  ASSERT_EQ(positions.size(), 2u);
+  EXPECT_EQ(positions[0].next_offset, 100);
+  EXPECT_EQ(positions[1].next_offset, 200);
+  f.proc.assigned(kPartition, f.proc.take_restored_position(kPartition));
+  (void)f.process(100, 105);
+  positions = f.proc.positions();
+  ASSERT_EQ(positions.size(), 1u);
+  EXPECT_EQ(positions[0].partition, 0);
+  EXPECT_EQ(positions[0].next_offset, 105);
+}
+
+}  // namespace
+}  // namespace sketchd
