@@ -415,12 +415,13 @@ int run(const config& cfg) {
       fail(proc.failed() ? "forwarding failed" : "outputs still undelivered");
       return false;
     }
-    state::snapshot snap;
-    snap.created_ms = wall_ms();
-    for (const auto& o : proc.positions())
-      snap.offsets.push_back({so.topics[o.topic_index], o.partition, o.next_offset});
-    for (const auto& p : pipelines) snap.pipelines.emplace_back(p->name(), p->save_state());
     try {
+      // Inside: encoding the state allocates as much as the state, which can fail too.
+      state::snapshot snap;
+      snap.created_ms = wall_ms();
+      for (const auto& o : proc.positions())
+        snap.offsets.push_back({so.topics[o.topic_index], o.partition, o.next_offset});
+      for (const auto& p : pipelines) snap.pipelines.emplace_back(p->name(), p->save_state());
       const auto written = store->write(snap);
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -528,6 +529,13 @@ int run(const config& cfg) {
             "a restart");
       }
       source.store_offsets(to_store);
+    }
+    if (proc.failed()) {
+      // The events from the failed one on were not delivered: a supervisor must know.
+      log->error(
+          "consumption had stopped after a final forwarding failure; the events from there "
+          "on are forwarded after a restart, once the cause is fixed (exit status 1)");
+      status = 1;
     }
   }
   source.close();

@@ -5,6 +5,7 @@
 #   - counts the failures (sketchd_dedup_forward_failures_total > 0), stops consuming
 #     (sketchd_consumption_stopped 1, no more items read), answers /readyz 503 with the
 #     reason, logs it, and stays up (metrics and the API keep answering);
+#   - exits with status 1 on SIGTERM, since events were left undelivered;
 #   - never stores an offset past the failed messages: after broker 2 is back and sketchd
 #     is restarted, every item reaches the output topic (lost 0).
 #
@@ -54,6 +55,9 @@ scrape
 [[ $(require_value "$work/metrics.txt" 'sketchd_pipeline_items_total{pipeline="orders"}') == "$items" ]] \
   || fail "sketchd kept consuming after the failure"
 stop_process "$daemon_pid" 10 || fail "sketchd did not stop within 10 s of SIGTERM"
+# Undelivered events at the stop: a supervisor must see a failure.
+[[ $stop_status == 1 ]] || fail "sketchd exited with status $stop_status after the failure, not 1"
+check_log "$work/first.err" "consumption had stopped after a final forwarding failure"
 
 mock_control "up 2"
 start_daemon "$work/sketchd.yaml" second
