@@ -196,14 +196,22 @@ bool sketches_fit_in_memory(const config& cfg) {
     parts += fmt::format("{}{} {:.3g} GiB", parts.empty() ? "" : ", ", p.name,
                          static_cast<double>(bytes) / kGiB);
   }
+  // With state.dir, a snapshot holds the state's encoding beside the structures while it
+  // is written, and a restore the snapshot's while it builds them: twice the sketches.
+  const std::uint64_t peak = cfg.state.dir ? 2 * need : need;
   const std::uint64_t limit = sketch::usable_memory_bytes();
-  if (need <= limit) return true;
+  if (peak <= limit) return true;
   spdlog::critical(
-      "the pipelines' sketches need at least {:.3g} GiB ({}), more than the {:.3g} GiB of memory "
-      "this process may use (the machine's, or its cgroup's limit): lower dedup.capacity or "
-      "heavy_hitters.buckets, or raise dedup.fpr, heavy_hitters.epsilon or heavy_hitters.delta "
-      "(sketch size prints a filter's size; docs/OPERATIONS.md, sizing)",
-      static_cast<double>(need) / kGiB, parts, static_cast<double>(limit) / kGiB);
+      "the pipelines' sketches need at least {:.3g} GiB ({}){}, more than the {:.3g} GiB of "
+      "memory this process may use (the machine's, or its cgroup's limit): lower "
+      "dedup.capacity or heavy_hitters.buckets, or raise dedup.fpr, heavy_hitters.epsilon or "
+      "heavy_hitters.delta (sketch size prints a filter's size; docs/OPERATIONS.md, sizing)",
+      static_cast<double>(need) / kGiB, parts,
+      cfg.state.dir
+          ? fmt::format(", {:.3g} GiB while a snapshot is written or restored (state.dir)",
+                        static_cast<double>(peak) / kGiB)
+          : std::string(),
+      static_cast<double>(limit) / kGiB);
   return false;
 }
 

@@ -352,13 +352,13 @@ void blocked_bloom_filter::recount() noexcept {
 //       20    32 · B  the blocks, in order; block b is 8 words of 4 bytes,
 //                     word i of block b at offset 20 + 32b + 4i, bit j = (word >> j) & 1
 // All fields little-endian.
-std::string blocked_bloom_filter::serialize() const {
-  detail::record_writer out(structure_type::blocked_bloom_filter, seed_);
+void blocked_bloom_filter::serialize_to(std::string& to) const {
+  detail::record_writer out(structure_type::blocked_bloom_filter, seed_, to);
   out.u64(bits());
   out.u32(kHashes);
   out.u64(bits_set_);
   out.bytes(words_.data(), words_.size() * sizeof(std::uint32_t));
-  return std::move(out).finish();
+  std::move(out).finish_appended();
 }
 
 blocked_bloom_filter blocked_bloom_filter::deserialize(std::string_view record, simd_path path) {

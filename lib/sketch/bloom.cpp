@@ -178,13 +178,13 @@ void bloom_filter::recount() noexcept {
 //       20    8 · W  the bit array, W = ceil(m / 64) words, bit i in word i / 64 at bit
 //                    position i % 64; bits from m up are zero
 // All fields little-endian.
-std::string bloom_filter::serialize() const {
-  detail::record_writer out(structure_type::bloom_filter, seed_);
+void bloom_filter::serialize_to(std::string& to) const {
+  detail::record_writer out(structure_type::bloom_filter, seed_, to);
   out.u64(bits_);
   out.u32(hashes_);
   out.u64(bits_set_);
   out.bytes(words_.data(), words_.size() * sizeof(std::uint64_t));
-  return std::move(out).finish();
+  std::move(out).finish_appended();
 }
 
 bloom_filter bloom_filter::deserialize(std::string_view record) {

@@ -112,7 +112,13 @@ class bloom_filter {
   [[nodiscard]] bloom_filter halved() const;
 
   // The filter as one record of the library's binary format (sketch/serialize.h).
-  [[nodiscard]] std::string serialize() const;
+  [[nodiscard]] std::string serialize() const {
+    std::string out;
+    serialize_to(out);
+    return out;
+  }
+  // The same record, appended to `out` (after what it holds).
+  void serialize_to(std::string& out) const;
   // Reads a record written by serialize(). Throws format_error when the input is corrupt,
   // truncated, of another structure or holds parameters this class does not accept.
   [[nodiscard]] static bloom_filter deserialize(std::string_view record);

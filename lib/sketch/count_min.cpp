@@ -215,14 +215,14 @@ std::uint64_t count_min_sketch::subtract(const count_min_sketch& part) {
 //        9     8        N, the total weight (u64)
 //       17     4·w·d    counters (u32), row-major: row r is [r·w, (r+1)·w)
 //
-std::string count_min_sketch::serialize() const {
-  detail::record_writer out(structure_type::count_min_sketch, seed_);
+void count_min_sketch::serialize_to(std::string& to) const {
+  detail::record_writer out(structure_type::count_min_sketch, seed_, to);
   out.u32(width_);
   out.u32(depth_);
   out.u8(conservative_ ? 1 : 0);
   out.u64(total_);
   out.bytes(counters_.data(), size_bytes());
-  return std::move(out).finish();
+  std::move(out).finish_appended();
 }
 
 count_min_sketch count_min_sketch::deserialize(std::string_view record) {

@@ -85,12 +85,12 @@ void counting_bloom_filter::clear() noexcept { std::fill(cells_.begin(), cells_.
 //                                low nibble when i is even; when m is odd the high nibble
 //                                of the last byte is zero
 // All fields little-endian.
-std::string counting_bloom_filter::serialize() const {
-  detail::record_writer out(structure_type::counting_bloom_filter, seed_);
+void counting_bloom_filter::serialize_to(std::string& to) const {
+  detail::record_writer out(structure_type::counting_bloom_filter, seed_, to);
   out.u64(counters_);
   out.u32(hashes_);
   out.bytes(cells_.data(), cells_.size());
-  return std::move(out).finish();
+  std::move(out).finish_appended();
 }
 
 counting_bloom_filter counting_bloom_filter::deserialize(std::string_view record) {

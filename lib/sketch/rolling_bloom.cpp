@@ -324,8 +324,8 @@ std::int64_t rolling_bloom::effective_window_ms(std::int64_t now_ms) const noexc
 //                   L  the generation: a blocked_bloom_filter record (sketch/serialize.h,
 //                      with its own header, seed and checksum)
 // All fields little-endian.
-std::string rolling_bloom::serialize() const {
-  detail::record_writer out(structure_type::rolling_bloom, options_.seed);
+void rolling_bloom::serialize_to(std::string& to) const {
+  detail::record_writer out(structure_type::rolling_bloom, options_.seed, to);
   out.i64(options_.window_ms);
   out.u64(options_.capacity);
   out.f64(options_.fpr);
@@ -337,9 +337,11 @@ std::string rolling_bloom::serialize() const {
   for (std::size_t s = 0; s < options_.generations; ++s) {
     out.i64(start_ms_[s]);
     out.u64(inserted_[s]);
-    out.record(slot_filter(s).serialize());
+    // The generation's blocks, gathered into a filter of their own (they are interleaved
+    // with the other generations'), written in place: one generation's copy at a time.
+    out.record_with([&](std::string& o) { slot_filter(s).serialize_to(o); });
   }
-  return std::move(out).finish();
+  std::move(out).finish_appended();
 }
 
 rolling_bloom rolling_bloom::deserialize(std::string_view record) {

@@ -197,7 +197,13 @@ class rolling_bloom {
   // The whole state (options, every generation with its start time and count, the ring
   // position, the rotation counters) as one record of the library's binary format
   // (sketch/serialize.h).
-  [[nodiscard]] std::string serialize() const;
+  [[nodiscard]] std::string serialize() const {
+    std::string out;
+    serialize_to(out);
+    return out;
+  }
+  // The same record, appended to `out` (after what it holds).
+  void serialize_to(std::string& out) const;
   // Reads a record written by serialize(). Throws format_error when the input is corrupt,
   // truncated, of another structure, or inconsistent (options out of range, generations of
   // another size or seed, counts beyond the share, unordered start times).

@@ -247,8 +247,8 @@ std::size_t rolling_count_min::size_bytes() const noexcept {
 //        …     …  the sum, a nested count-min record; must equal the slices' counter-wise sum
 //        …     …  the tracker, a nested top-k record (top_k_tracker::serialize)
 //
-std::string rolling_count_min::serialize() const {
-  detail::record_writer out(structure_type::rolling_count_min, options_.seed);
+void rolling_count_min::serialize_to(std::string& to) const {
+  detail::record_writer out(structure_type::rolling_count_min, options_.seed, to);
   out.i64(options_.window_ms);
   out.u32(options_.buckets);
   out.f64(options_.epsilon);
@@ -261,11 +261,17 @@ std::string rolling_count_min::serialize() const {
   out.i64(slice_index_);
   for (std::uint32_t p = 0; p < options_.buckets; ++p) {
     const std::uint32_t age = age_of(p);
-    out.record(age + 1 == options_.buckets ? current_sketch().serialize() : past(age).serialize());
+    out.record_with([&](std::string& o) {
+      if (age + 1 == options_.buckets) {
+        current_sketch().serialize_to(o);
+      } else {
+        past(age).serialize_to(o);
+      }
+    });
   }
-  out.record(sum_sketch().serialize());
-  out.record(tracker_.serialize());
-  return std::move(out).finish();
+  out.record_with([&](std::string& o) { sum_sketch().serialize_to(o); });
+  out.record_with([&](std::string& o) { tracker_.serialize_to(o); });
+  std::move(out).finish_appended();
 }
 
 rolling_count_min rolling_count_min::deserialize(std::string_view record) {

@@ -126,7 +126,13 @@ class rolling_count_min {
 
   // The whole state (options, every slice, the sum, the ring position and current slice, the
   // tracker's candidates) as one record of the library's binary format (sketch/serialize.h).
-  [[nodiscard]] std::string serialize() const;
+  [[nodiscard]] std::string serialize() const {
+    std::string out;
+    serialize_to(out);
+    return out;
+  }
+  // The same record, appended to `out` (after what it holds).
+  void serialize_to(std::string& out) const;
   // Reads a record written by serialize(). Throws format_error when the input is corrupt,
   // truncated, of another structure or inconsistent (the sum must equal the slices' sum).
   [[nodiscard]] static rolling_count_min deserialize(std::string_view record);

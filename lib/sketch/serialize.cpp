@@ -27,21 +27,30 @@ const char* to_string(structure_type type) noexcept {
 
 namespace detail {
 
-record_writer::record_writer(structure_type type, std::uint64_t seed) {
-  out_.append(kMagic, sizeof kMagic);
+record_writer::record_writer(structure_type type, std::uint64_t seed, std::string* out)
+    : out_(out ? out : &own_), start_(out_->size()) {
+  out_->append(kMagic, sizeof kMagic);
   u16(kFormatVersion);
   u16(static_cast<std::uint16_t>(type));
   u64(seed);
-  u64(0);  // payload length, patched by finish()
+  u64(0);  // payload length, patched by complete()
+}
+
+void record_writer::complete() {
+  char* record = out_->data() + start_;
+  const std::size_t size = out_->size() - start_;
+  const std::uint64_t length = size - kHeaderSize;
+  std::memcpy(record + 16, &length, sizeof length);
+  const std::uint64_t checksum = XXH64(record, size, 0);
+  u64(checksum);
 }
 
 std::string record_writer::finish() && {
-  const std::uint64_t length = out_.size() - kHeaderSize;
-  std::memcpy(out_.data() + 16, &length, sizeof length);
-  const std::uint64_t checksum = XXH64(out_.data(), out_.size(), 0);
-  u64(checksum);
-  return std::move(out_);
+  complete();
+  return std::move(own_);
 }
+
+void record_writer::finish_appended() && { complete(); }
 
 record_reader::record_reader(std::string_view input, structure_type expected) : type_(expected) {
   const char* what = to_string(expected);

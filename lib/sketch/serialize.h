@@ -57,13 +57,19 @@ class format_error : public std::runtime_error {
 
 namespace detail {
 
-// Appends a record to a string: header, payload fields, then `finish()` adds the length
-// and the checksum. Not thread-safe; one owner.
+// Writes a record: header, payload fields, then `finish()` adds the length and the
+// checksum. Either into a string of its own, which finish() returns, or appended to a
+// caller's string after what it holds (finish_appended()), so that a structure made of
+// structures writes them all in place, without a copy of each. Not thread-safe; one owner.
 class record_writer {
  public:
-  record_writer(structure_type type, std::uint64_t seed);
+  record_writer(structure_type type, std::uint64_t seed) : record_writer(type, seed, nullptr) {}
+  record_writer(structure_type type, std::uint64_t seed, std::string& out)
+      : record_writer(type, seed, &out) {}
+  record_writer(const record_writer&) = delete;
+  record_writer& operator=(const record_writer&) = delete;
 
-  void u8(std::uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void u8(std::uint8_t v) { out_->push_back(static_cast<char>(v)); }
   void u16(std::uint16_t v) { raw(&v, sizeof v); }
   void u32(std::uint32_t v) { raw(&v, sizeof v); }
   void u64(std::uint64_t v) { raw(&v, sizeof v); }
@@ -75,20 +81,37 @@ class record_writer {
     u32(static_cast<std::uint32_t>(s.size()));
     raw(s.data(), s.size());
   }
-  // A nested record (for structures made of structures).
+  // A nested record (for structures made of structures): its length (u64), then the
+  // record.
   void record(std::string_view nested) {
     u64(nested.size());
     raw(nested.data(), nested.size());
   }
+  // The same, with the record written in place by write(std::string&) (a structure's
+  // serialize_to): no copy of it.
+  template <class Write>
+  void record_with(Write&& write) {
+    const std::size_t at = out_->size();
+    u64(0);  // patched below
+    write(*out_);
+    const std::uint64_t size = out_->size() - at - sizeof size;
+    std::memcpy(out_->data() + at, &size, sizeof size);
+  }
 
-  // Returns the whole record; the writer is spent afterwards.
+  // Returns the whole record (a writer of its own string); the writer is spent afterwards.
   [[nodiscard]] std::string finish() &&;
+  // Completes the record appended to the caller's string; the writer is spent afterwards.
+  void finish_appended() &&;
 
  private:
+  record_writer(structure_type type, std::uint64_t seed, std::string* out);
   void raw(const void* data, std::size_t size) {
-    out_.append(static_cast<const char*>(data), size);
+    out_->append(static_cast<const char*>(data), size);
   }
-  std::string out_;
+  void complete();
+  std::string own_;
+  std::string* out_;
+  std::size_t start_;  // of the record in *out_
 };
 
 // Reads a record written by record_writer. The constructor checks magic, version, type,

@@ -272,8 +272,8 @@ void top_k_tracker::clear() noexcept {
 //                   L  item bytes
 //
 // Pending events are not part of the record: they are drained once per batch.
-std::string top_k_tracker::serialize() const {
-  detail::record_writer out(structure_type::top_k, seed_);
+void top_k_tracker::serialize_to(std::string& to) const {
+  detail::record_writer out(structure_type::top_k, seed_, to);
   out.u32(k_);
   out.u32(capacity_);
   out.f64(phi_);
@@ -286,7 +286,7 @@ std::string top_k_tracker::serialize() const {
     out.u8(c.heavy ? 1 : 0);
     out.str(item_of(s));
   }
-  return std::move(out).finish();
+  std::move(out).finish_appended();
 }
 
 top_k_tracker top_k_tracker::deserialize(std::string_view record) {

@@ -135,7 +135,13 @@ class top_k_tracker {
 
   // The candidate set (not the pending events) as one record of the library's binary format
   // (sketch/serialize.h).
-  [[nodiscard]] std::string serialize() const;
+  [[nodiscard]] std::string serialize() const {
+    std::string out;
+    serialize_to(out);
+    return out;
+  }
+  // The same record, appended to `out` (after what it holds).
+  void serialize_to(std::string& out) const;
   // Reads a record written by serialize(). Throws format_error when the input is corrupt,
   // truncated, of another structure or holds parameters this class does not accept.
   [[nodiscard]] static top_k_tracker deserialize(std::string_view record);

@@ -380,7 +380,8 @@ TEST(PipelineState, FlippedBitsAreErrorsNotCrashes) {
   EXPECT_GT(tried, 100U);
 }
 
-// A truncated state is refused, and a refused state leaves the pipeline as it was.
+// A truncated state is refused, and a refused state leaves the pipeline with empty
+// windows (it releases its structures before it builds the state's: never both at once).
 TEST(PipelineState, TruncatedStateIsAnErrorAndChangesNothing) {
   pipeline original(small_config());
   const std::int64_t now = 1'790'000'000'000;

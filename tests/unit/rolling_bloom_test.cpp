@@ -463,6 +463,10 @@ TEST(RollingBloom, SerializationRoundTripPreservesAnswersAndRotationState) {
   }
   expect_same_state(r, back);
   EXPECT_EQ(r.serialize(), back.serialize());
+  // serialize_to writes the same record after what the string holds.
+  std::string appended = "before";
+  r.serialize_to(appended);
+  EXPECT_EQ(appended, "before" + r.serialize());
 }
 
 // prefetch() is a hint: on a filter before its first time, and on one whose every

@@ -375,6 +375,10 @@ TEST(RollingCountMin, SerializationRoundTrips) {
   const std::string bytes = r.serialize();
   rolling_count_min back = rolling_count_min::deserialize(bytes);
   EXPECT_EQ(back.serialize(), bytes);
+  // serialize_to writes the same record after what the string holds.
+  std::string appended = "before";
+  r.serialize_to(appended);
+  EXPECT_EQ(appended, "before" + bytes);
   EXPECT_EQ(back.window_items(), r.window_items());
   EXPECT_EQ(back.top(), r.top());
   EXPECT_EQ(back.slice_ms(), r.slice_ms());

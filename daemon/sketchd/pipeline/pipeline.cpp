@@ -491,12 +491,19 @@ std::string pipeline::describe_parameters() const {
 std::string pipeline::save_state() const {
   std::lock_guard lock(mutex_);
   std::string out;
+  // Room for the whole state at once: growing by appends would double the buffer, holding
+  // the old and the new one together at the last step. The records hold the structures'
+  // bytes and a little more (headers, the top-k items); the room not used is never touched.
+  const std::size_t structures =
+      (heavy_ ? heavy_->size_bytes() : 0) + (dedup_ ? dedup_->size_bytes() : 0);
+  out.reserve(parameters_.size() + structures + structures / 50 + (std::size_t{1} << 20));
   state::binary_writer w(out);
   w.bytes(parameters_);
   w.u8(heavy_ ? 1 : 0);
-  if (heavy_) w.bytes(heavy_->serialize());
+  // The structures are written in place: the state is held once more, not twice.
+  if (heavy_) w.bytes_with([&](std::string& o) { heavy_->serialize_to(o); });
   w.u8(dedup_ ? 1 : 0);
-  if (dedup_) w.bytes(dedup_->serialize());
+  if (dedup_) w.bytes_with([&](std::string& o) { dedup_->serialize_to(o); });
   w.i64(clock_ms_);
   w.i64(clock_wall_ms_);
   return out;
@@ -566,34 +573,48 @@ void pipeline::restore_state(std::string_view saved) {
     throw state::mismatch_error(
         fmt::format("made under other parameters ({})", fmt::join(differences, "; ")));
   }
-  std::optional<sketch::rolling_count_min> heavy;
-  std::optional<sketch::rolling_bloom> dedup;
-  const auto present = [&r] {
-    const std::uint8_t flag = r.u8();
-    if (flag > 1) r.fail("corrupt: a presence flag is neither 0 nor 1");
-    return flag == 1;
-  };
-  try {
-    if (present()) heavy.emplace(sketch::rolling_count_min::deserialize(r.bytes()));
-    if (present()) dedup.emplace(sketch::rolling_bloom::deserialize(r.bytes()));
-  } catch (const sketch::format_error& e) {
-    r.fail(e.what());
-  }
-  const std::int64_t clock_ms = r.i64();
-  const std::int64_t clock_wall_ms = r.i64();
-  r.done();
-  // The parameters' text matched; the structures must carry the same options (they can
-  // only differ in a state written by something else than save_state()).
-  if (heavy.has_value() != heavy_.has_value() || dedup.has_value() != dedup_.has_value() ||
-      (heavy && !same_options(heavy->options(), heavy_->options())) ||
-      (dedup && !same_options(dedup->options(), dedup_->options()))) {
-    r.fail("the structures do not match the parameters");
-  }
+  // The current structures are released before the state's are built, so that the two
+  // are never held together (they can take most of the memory); should the state turn out
+  // corrupt, empty ones take their place.
   std::lock_guard lock(mutex_);
-  heavy_ = std::move(heavy);
-  dedup_ = std::move(dedup);
-  clock_ms_ = clock_ms;
-  clock_wall_ms_ = clock_wall_ms;
+  std::optional<sketch::rolling_count_min_options> heavy_options;
+  std::optional<sketch::rolling_bloom_options> dedup_options;
+  if (heavy_) heavy_options = heavy_->options();
+  if (dedup_) dedup_options = dedup_->options();
+  heavy_.reset();
+  dedup_.reset();
+  try {
+    const auto present = [&r] {
+      const std::uint8_t flag = r.u8();
+      if (flag > 1) r.fail("corrupt: a presence flag is neither 0 nor 1");
+      return flag == 1;
+    };
+    try {
+      if (present()) heavy_.emplace(sketch::rolling_count_min::deserialize(r.bytes()));
+      if (present()) dedup_.emplace(sketch::rolling_bloom::deserialize(r.bytes()));
+    } catch (const sketch::format_error& e) {
+      r.fail(e.what());
+    }
+    const std::int64_t clock_ms = r.i64();
+    const std::int64_t clock_wall_ms = r.i64();
+    r.done();
+    // The parameters' text matched; the structures must carry the same options (they can
+    // only differ in a state written by something else than save_state()).
+    if (heavy_.has_value() != heavy_options.has_value() ||
+        dedup_.has_value() != dedup_options.has_value() ||
+        (heavy_ && !same_options(heavy_->options(), *heavy_options)) ||
+        (dedup_ && !same_options(dedup_->options(), *dedup_options))) {
+      r.fail("the structures do not match the parameters");
+    }
+    clock_ms_ = clock_ms;
+    clock_wall_ms_ = clock_wall_ms;
+  } catch (...) {
+    heavy_.reset();
+    dedup_.reset();
+    if (heavy_options) heavy_.emplace(*heavy_options);
+    if (dedup_options) dedup_.emplace(*dedup_options);
+    throw;
+  }
 }
 
 }  // namespace sketchd

@@ -114,8 +114,9 @@ class pipeline {
   // batches: its parameters, its rolling structures (with the top-k candidates) and its
   // clock. restore_state() puts such a state back; it throws state::mismatch_error listing
   // every parameter that differs from this pipeline's configuration, and
-  // state::snapshot_error when the state is corrupt. Both take the lock; call them
-  // between batches.
+  // state::snapshot_error when the state is corrupt (the windows are then empty: the
+  // current structures are released before the state's are built, so that the two are
+  // never held together). Both take the lock; call them between batches.
   [[nodiscard]] std::string save_state() const;
   void restore_state(std::string_view state);
   // The parameters that give the structures their shape and meaning, one "key: value"

@@ -45,6 +45,15 @@ class binary_writer {
     u64(s.size());
     out_.append(s);
   }
+  // The same, with the bytes appended in place by write(std::string&): no copy of them.
+  template <class Write>
+  void bytes_with(Write&& write) {
+    const std::size_t at = out_.size();
+    u64(0);  // patched below
+    write(out_);
+    const std::uint64_t size = out_.size() - at - sizeof size;
+    std::memcpy(out_.data() + at, &size, sizeof size);
+  }
 
  private:
   std::string& out_;

@@ -19,7 +19,9 @@
 // DIR/sketchd.snapshot, and the directory fsync'd: a crash at any point leaves either the
 // previous snapshot or the new one, whole. Both directions stream: writing hands each
 // pipeline's state to the file as it is, reading puts it straight into the snapshot, so a
-// state is never held twice. Reading checks the magic, the version and the length against
+// state is never held more than twice (the structures and their encoding, which
+// pipeline::save_state() writes in place and restore_state() reads after releasing the
+// structures it replaces). Reading checks the magic, the version and the length against
 // the file's size first, then every field's length against what is left while computing
 // the checksum, which is compared at the end: any corruption is a snapshot_error.
 #pragma once
