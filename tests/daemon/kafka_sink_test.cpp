@@ -221,6 +221,23 @@ TEST(KafkaSink, ProducedEventIsWrittenAsGiven) {
   EXPECT_EQ(out[0].timestamp_ms, 1700000000123);
 }
 
+// Offsets are stored on success reports: a property asking for error reports only would
+// stall consumption for good. It is overridden, like enable.idempotence.
+TEST(KafkaSink, EveryDeliveryIsReportedWhateverTheProperties) {
+  mock_cluster cluster;
+  cluster.create_topic("out", 1);
+  reports r;
+  sink s(sink_options{cluster.bootstrap_servers(),
+                      {{"delivery.report.only.error", "true"}, {"enable.idempotence", "false"}},
+                      {"out"}},
+         recorder(r));
+  for (std::uint64_t i = 1; i <= 3; ++i)
+    EXPECT_EQ(s.produce(0, "k", "v", 1, i, kNeverGiveUp), error_code::no_error);
+  ASSERT_TRUE(s.flush(10s));
+  EXPECT_EQ(r.count, 3);
+  for (std::uint64_t i = 1; i <= 3; ++i) EXPECT_EQ(r.by_opaque.at(i), error_code::no_error);
+}
+
 TEST(KafkaSink, AMessageOverMessageMaxBytesIsRefusedAtOnceWithoutAReport) {
   mock_cluster cluster;
   cluster.create_topic("out", 1);

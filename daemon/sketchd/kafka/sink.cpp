@@ -129,8 +129,10 @@ client_config producer_config(const property_map& properties) {
   // still applies, and a message it refuses stops consumption with the reason, never dropped.
   conf.set_own("message.max.bytes", "1048588");
   for (const auto& [k, v] : producer_properties(properties)) conf.set(k, v);
-  // ...except what lossless, in-order forwarding depends on.
+  // ...except what lossless, in-order forwarding depends on: idempotence, and a report of
+  // every delivery (an input offset is stored only once its outputs are acknowledged).
   conf.set_own("enable.idempotence", "true");
+  conf.set_own("delivery.report.only.error", "false");
   return conf;
 }
 
