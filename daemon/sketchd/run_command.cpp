@@ -141,9 +141,20 @@ bool restore(const config& cfg, state::store& store,
     positions.clear();
     return true;
   };
+  // A snapshot that cannot be read at all, or restored for want of memory, is not bad:
+  // it is kept whatever discard_incompatible_snapshot says.
+  const auto refuse = [&](const std::string& problem) {
+    log->critical("{}; not starting (the snapshot is kept: fix the cause, then start again)",
+                  problem);
+    return false;
+  };
   std::optional<state::snapshot> snap;
   try {
     snap = store.read();
+  } catch (const state::unreadable_error& e) {
+    return refuse(e.what());
+  } catch (const std::bad_alloc&) {
+    return refuse(fmt::format("not enough memory to read the snapshot {}", store.path()));
   } catch (const state::snapshot_error& e) {
     return refuse_or_discard(fmt::format("cannot use the snapshot: {}", e.what()));
   }
@@ -164,6 +175,9 @@ bool restore(const config& cfg, state::store& store,
     }
     try {
       (*it)->restore_state(blob);
+    } catch (const std::bad_alloc&) {
+      return refuse(fmt::format("not enough memory to restore pipeline {} from the snapshot {}",
+                                name, store.path()));
     } catch (const std::exception& e) {
       return refuse_or_discard(fmt::format("snapshot {} does not fit pipeline {} as configured: {}",
                                            store.path(), name, e.what()));

@@ -162,10 +162,46 @@ TEST(SnapshotStore, SetAsideKeepsTheFileBesideAndForgetsIt) {
   int discarded = 0;
   for (const auto& e : fs::directory_iterator(dir.path())) {
     const std::string name = e.path().filename().string();
+    if (name == state::store::kLockFileName) continue;
     EXPECT_TRUE(name.starts_with("sketchd.snapshot.discarded-")) << name;
     discarded += name.starts_with("sketchd.snapshot.discarded-");
   }
   EXPECT_EQ(discarded, 2);  // the second, of the same second, did not replace the first
+}
+
+// One instance per directory: a second store (another sketchd) is refused while the first
+// lives, with a message that says so; once it is gone, the directory is free again.
+TEST(SnapshotStore, ADirectoryInUseIsRefused) {
+  temp_dir dir;
+  {
+    state::store first(dir.path());
+    try {
+      state::store second(dir.path());
+      FAIL() << "two stores on one directory";
+    } catch (const state::snapshot_error& e) {
+      EXPECT_NE(std::string(e.what()).find("is in use by another sketchd"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_NO_THROW(state::store again(dir.path()));
+}
+
+// A snapshot that cannot be read at all is an unreadable_error, which sketchd never sets
+// aside (nothing says the file is bad); a corrupt one is a plain snapshot_error.
+TEST(SnapshotStore, UnreadableIsToldApartFromCorrupt) {
+  temp_dir dir;
+  state::store store(dir.path());
+  fs::create_directory(store.path());  // "sketchd.snapshot" is a directory
+  EXPECT_THROW((void)store.read(), state::unreadable_error);
+  fs::remove(store.path());
+  std::ofstream(store.path()) << "not a snapshot";
+  try {
+    (void)store.read();
+    FAIL() << "a corrupt snapshot was read";
+  } catch (const state::unreadable_error&) {
+    FAIL() << "a corrupt snapshot is reported as unreadable";
+  } catch (const state::snapshot_error&) {
+  }
 }
 
 TEST(SnapshotStore, UnusableDirectoryIsAnError) {

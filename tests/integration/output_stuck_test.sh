@@ -9,7 +9,8 @@
 #     (they used to hang: the pipelines' state stayed locked while forwarding waited, and
 #     four hung requests took every HTTP worker, /healthz included);
 #   - a second sketchd given the same http.listen exits 1 with "cannot listen" and joins
-#     no group (httplib's SO_REUSEPORT let it start and share the port);
+#     no group (httplib's SO_REUSEPORT let it start and share the port); one given the
+#     same state.dir exits 1 saying it is in use;
 #   - once broker 2 is back, every first-seen event is forwarded: nothing lost;
 #   - with broker 2 down again, SIGTERM stops sketchd within 25 s (a periodic
 #     snapshot waiting for the outputs held a stop for 30 s more).
@@ -62,14 +63,24 @@ for round in $(seq 8); do
 done
 log "/metrics, /api/v1/pipelines, /healthz and /readyz answered 8 times while forwarding waited"
 
-# A second sketchd on the same address: refused, exit 1, before it joins a group.
-sed 's/group_id: itest-stuck/group_id: itest-second/' "$work/sketchd.yaml" >"$work/second.yaml"
-status=0
-timeout 30 "$sketchd" run --config "$work/second.yaml" >"$work/second.out" 2>"$work/second.err" || status=$?
-[[ $status == 1 ]] || fail "a second sketchd on 127.0.0.1:$port exited with $status, expected 1"
-check_log "$work/second.err" "cannot listen on 127\.0\.0\.1:$port"
-if grep -q 'assigned [0-9]* partition' "$work/second.err"; then fail "the second sketchd joined its group"; fi
-log "a second sketchd on the same address exits 1: $(grep -m1 'cannot listen' "$work/second.err" | cut -c1-160)"
+# expect_refused NAME WHAT MESSAGE SED…: a second sketchd, its configuration the first's
+# edited by SED… (and another group), exits 1 with MESSAGE, before it joins a group.
+expect_refused() {
+  local name=$1 what=$2 message=$3 status=0
+  shift 3
+  sed -e 's/group_id: itest-stuck/group_id: itest-second/' "$@" "$work/sketchd.yaml" >"$work/$name.yaml"
+  timeout 30 "$sketchd" run --config "$work/$name.yaml" >"$work/$name.out" 2>"$work/$name.err" || status=$?
+  [[ $status == 1 ]] || fail "a second sketchd on $what exited with $status, expected 1"
+  check_log "$work/$name.err" "$message"
+  if grep -q 'assigned [0-9]* partition' "$work/$name.err"; then fail "the second sketchd joined its group"; fi
+  log "a second sketchd on $what exits 1: $(grep -m1 "$message" "$work/$name.err" | cut -c1-160)"
+}
+expect_refused second "the same address" "cannot listen on 127\.0\.0\.1:$port" \
+  -e "s|$work/state|$work/state-second|"
+# On another address but the same state.dir: it would restore the first one's positions
+# and write over its snapshots.
+expect_refused third "the same state.dir" "is in use by another sketchd" \
+  -e "s|127.0.0.1:$port|127.0.0.1:$(free_port)|"
 
 mock_control "up 2"
 wait_metric 'sketchd_dedup_forwarded_total{pipeline="orders"}' -ge "$events" 90

@@ -25,6 +25,13 @@ class mismatch_error : public snapshot_error {
   using snapshot_error::snapshot_error;
 };
 
+// The snapshot file could not be read at all (permissions, an I/O error, not a regular
+// file): nothing says it is bad, so it is never set aside.
+class unreadable_error : public snapshot_error {
+ public:
+  using snapshot_error::snapshot_error;
+};
+
 // Not thread-safe; one owner.
 class binary_writer {
  public:

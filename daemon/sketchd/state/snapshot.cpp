@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -234,6 +235,27 @@ store::store(std::string dir)
   if (::access(dir_.c_str(), W_OK | X_OK) != 0) {
     throw snapshot_error(system_error("cannot write in the state directory", dir_, errno));
   }
+  // One instance per directory: two would write the same files, and restore each other's
+  // positions. The lock goes with the process, however it ends.
+  const std::string lock_path = (std::filesystem::path(dir_) / kLockFileName).string();
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) throw snapshot_error(system_error("cannot open", lock_path, errno));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    if (error == EWOULDBLOCK) {
+      throw snapshot_error(fmt::format(
+          "the state directory {} is in use by another sketchd (it holds {}): give each instance "
+          "a state.dir of its own",
+          dir_, lock_path));
+    }
+    throw snapshot_error(system_error("cannot lock", lock_path, error));
+  }
+}
+
+store::~store() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 store::write_result store::write(const snapshot& s) {
@@ -282,8 +304,12 @@ store::write_result store::write(const snapshot& s) {
   // sync directories (it has nothing to make durable).
   const unique_fd dir(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.get() < 0 || (::fsync(dir.get()) != 0 && errno != EINVAL)) {
-    throw snapshot_error(
-        system_error("cannot make the rename durable (fsync of the directory)", dir_, errno));
+    // Not a failed snapshot: the new one is what a start restores, unless the machine
+    // loses power before the directory reaches the disk.
+    logger()->warn(
+        "the new snapshot is in place, but its rename may not be durable: cannot fsync the "
+        "directory {}: {}",
+        dir_, std::strerror(errno));
   }
   return {bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
 }
@@ -292,12 +318,13 @@ std::optional<snapshot> store::read() const {
   const unique_fd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     if (errno == ENOENT) return std::nullopt;
-    throw snapshot_error(system_error("cannot read", path_, errno));
+    throw unreadable_error(system_error("cannot read", path_, errno));
   }
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) throw snapshot_error(system_error("cannot read", path_, errno));
+  if (::fstat(fd.get(), &st) != 0)
+    throw unreadable_error(system_error("cannot read", path_, errno));
   if (!S_ISREG(st.st_mode))
-    throw snapshot_error(fmt::format("cannot read {}: not a regular file", path_));
+    throw unreadable_error(fmt::format("cannot read {}: not a regular file", path_));
   // Straight into the snapshot's strings: the file is never held whole beside them.
   return parse(
       [&](char* to, std::size_t n) {
@@ -305,7 +332,7 @@ std::optional<snapshot> store::read() const {
         while (got < n) {
           const ssize_t r = ::read(fd.get(), to + got, n - got);
           if (r < 0 && errno == EINTR) continue;
-          if (r < 0) throw snapshot_error(system_error("cannot read", path_, errno));
+          if (r < 0) throw unreadable_error(system_error("cannot read", path_, errno));
           if (r == 0) break;  // the file shrank meanwhile: parse() reports the truncation
           got += static_cast<std::size_t>(r);
         }

@@ -56,10 +56,16 @@ struct snapshot {
 class store {
  public:
   static constexpr const char* kFileName = "sketchd.snapshot";
+  static constexpr const char* kLockFileName = "sketchd.lock";
 
-  // Creates the directory (and its parents) if missing. Throws snapshot_error naming the
-  // directory and the system's reason when it cannot, or when it is not writable.
+  // Creates the directory (and its parents) if missing, and locks it (flock of
+  // DIR/sketchd.lock, held until the store is destroyed or the process ends). Throws
+  // snapshot_error naming the directory and the system's reason when it cannot, when it is
+  // not writable, or when another store (another sketchd) holds its lock.
   explicit store(std::string dir);
+  ~store();
+  store(const store&) = delete;
+  store& operator=(const store&) = delete;
 
   struct write_result {
     std::uint64_t bytes = 0;  // the file's size
@@ -86,6 +92,7 @@ class store {
  private:
   std::string dir_;
   std::string path_;
+  int lock_fd_ = -1;
 };
 
 // The file's bytes, in memory (for tests and tools); `name` names the input in errors.
