@@ -518,7 +518,12 @@ std::span<const record> source::poll_batch() {
 }
 
 void source::store_offsets(std::span<const partition_offset> offsets) {
-  if (offsets.empty() || closed_) return;
+  // While close() runs, the revocations it serves still store what their flush delivered:
+  // the commit of the revocation (or librdkafka's, when it unassigns) takes them along.
+  if (offsets.empty() || !consumer_ ||
+      (closed_ && rd_kafka_consumer_closed(consumer_.get()) == 1)) {
+    return;
+  }
   topic_partition_list_ptr list(
       rd_kafka_topic_partition_list_new(static_cast<int>(offsets.size())));
   for (const partition_offset& o : offsets) {
