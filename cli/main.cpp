@@ -209,6 +209,11 @@ int run_size(const size_options& o) {
   sized_by("--items, --fpr", [&] {
     if (o.layout == "classic") {
       const auto s = bloom_math::suggest_classic(n, p);
+      // The most a filter takes, as for the blocked layout: `dedup` would refuse it.
+      if (s.bits > bloom_filter::kMaxBits) {
+        throw std::invalid_argument(
+            fmt::format("bloom_filter: {} items at fpr {} need more than 2^40 bits", n, p));
+      }
       bits = s.bits;
       hashes = s.hashes;
       fpr = s.fpr;

@@ -271,6 +271,8 @@ expect_usage_error "--items" size --items ten --fpr 0.01
 expect_usage_error "--fpr" size --items 10 --fpr 1.5
 expect_usage_error "--layout" size --items 10 --fpr 0.01 --layout round
 expect_usage_error "--items, --fpr" size --items 100G --fpr 0.001
+expect_usage_error "--items, --fpr: bloom_filter: 100000000000 items at fpr 0.001 need more than 2^40 bits" \
+  size --items 100G --fpr 0.001 --layout classic
 expect_usage_error "--items" size --items 0x10 --fpr 0.01
 expect_usage_error "--items" size --items " 10" --fpr 0.01
 expect_usage_error "--items" size --items 1e3 --fpr 0.01
