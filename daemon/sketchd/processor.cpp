@@ -292,7 +292,7 @@ bool processor::flush(std::chrono::milliseconds timeout,
 }
 
 void processor::assigned(const kafka::topic_partition& tp, std::optional<std::int64_t> start) {
-  assigned_any_ = true;
+  assigned_any_ = true;  // also told by assignment_begins(), for an assignment of none
   // A new assignment of a partition starts with a clean slate of deliveries; its position
   // is known from its first message on, or from the snapshot it starts at.
   positions_[std::make_pair(tp.topic_index, tp.partition)] = start.value_or(-1);
@@ -339,9 +339,9 @@ bool processor::start_behind_commit(const kafka::topic_partition& tp, std::int64
     return false;
   }
   logger("kafka")->info(
-      "partition {} [{}] starts at offset {} (restored state); the {} message(s) up to the "
-      "group's committed offset {} go into the windows again without being forwarded (their "
-      "outputs were delivered, by this instance before it stopped or by another member)",
+      "partition {} [{}] starts at offset {} (restored state); the {} message(s) before offset "
+      "{}, which the group has committed, go into the windows again without being forwarded "
+      "(their outputs were delivered, by this instance before it stopped or by another member)",
       topic, tp.partition, start, committed - start, committed);
   replay_until_[std::make_pair(tp.topic_index, tp.partition)] = committed;
   return true;

@@ -61,7 +61,9 @@ class processor {
   // storable offsets. True when nothing is left in flight.
   bool flush(std::chrono::milliseconds timeout, std::vector<kafka::partition_offset>& out);
 
-  // Rebalance: partitions assigned (with their start offset when known) and revoked.
+  // Rebalance: an assignment (of none or more partitions) begins; partitions assigned (with
+  // their start offset when known) and revoked.
+  void assignment_begins() noexcept { assigned_any_ = true; }
   void assigned(const kafka::topic_partition& tp, std::optional<std::int64_t> start);
   void revoked(std::span<const kafka::topic_partition> partitions);
 
@@ -89,7 +91,7 @@ class processor {
   // messages before positions(), and all of their outputs are delivered.
   [[nodiscard]] bool quiescent() const;
   // The state position of every assigned partition with a known position; before the
-  // first assignment, the positions restored from the snapshot.
+  // first assignment (even of no partition), the positions restored from the snapshot.
   [[nodiscard]] std::vector<kafka::partition_offset> positions() const;
 
   // A final delivery failure happened: consumption must stop. The reason names the
@@ -154,7 +156,7 @@ class processor {
   std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> positions_;  // assigned partitions
   std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> restored_;
   std::int64_t restored_ms_ = 0;  // when the snapshot of restored_ was written
-  bool assigned_any_ = false;     // a partition has been assigned
+  bool assigned_any_ = false;     // an assignment has come (even of no partition)
   // Partitions read again up to the group's committed offset (start_behind_commit): the
   // messages before it are not forwarded, and their offsets not stored.
   std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> replay_until_;

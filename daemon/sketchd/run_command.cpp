@@ -356,6 +356,7 @@ int run(const config& cfg) {
     proc.assigned(tp, start);
     return start;
   });
+  source.on_assignment([&proc] { proc.assignment_begins(); });
   source.on_start_behind_commit(
       [&proc](const kafka::topic_partition& tp, std::int64_t start, std::int64_t committed) {
         return proc.start_behind_commit(tp, start, committed);

@@ -142,12 +142,24 @@ TEST(Processor, PositionsAreTheRestoredOnesUntilTheFirstAssignment) {
   ASSERT_EQ(positions.size(), 2u);
   EXPECT_EQ(positions[0].next_offset, 100);
   EXPECT_EQ(positions[1].next_offset, 200);
+  f.proc.assignment_begins();
   f.proc.assigned(kPartition, f.proc.take_restored_position(kPartition));
   (void)f.process(100, 105);
   positions = f.proc.positions();
   ASSERT_EQ(positions.size(), 1u);
   EXPECT_EQ(positions[0].partition, 0);
   EXPECT_EQ(positions[0].next_offset, 105);
+}
+
+// An assignment of no partition (more instances than partitions) ends it too: the
+// positions are the group's now, and a snapshot that kept writing them with its own date
+// would pass them off as recent at the next start.
+TEST(Processor, AnEmptyAssignmentEndsTheRestoredPositions) {
+  fixture f;
+  f.proc.restore_positions({{0, 0, 100}}, now_ms());
+  ASSERT_EQ(f.proc.positions().size(), 1u);
+  f.proc.assignment_begins();
+  EXPECT_TRUE(f.proc.positions().empty());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <simdjson.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -105,7 +106,35 @@ std::vector<behind_commit> start_at_restored_positions(
     const rd_kafka_topic_partition_t* group =
         err ? nullptr : rd_kafka_topic_partition_list_find(committed.get(), tp.topic, tp.partition);
     if (group && group->err == RD_KAFKA_RESP_ERR_NO_ERROR && group->offset > *start) {
-      behind.push_back({i, *start, group->offset});
+      // The messages to read again are those of [start, committed) the log still holds:
+      // retention may have deleted the first ones, and a log truncated below the commit (an
+      // unclean leader election) holds none past its end; what is written there later is
+      // new, to be processed and forwarded as usual.
+      std::int64_t low = 0;
+      std::int64_t high = 0;
+      const rd_kafka_resp_err_t w = rd_kafka_query_watermark_offsets(rk, tp.topic, tp.partition,
+                                                                     &low, &high, kCommittedWaitMs);
+      if (w) {
+        tp.offset = group->offset;
+        log()->warn(
+            "partition {} [{}] starts at the group's committed offset {}, past the snapshot's {}: "
+            "its first and last offsets cannot be read ({}), so the messages between are not "
+            "read again (their items are not in this instance's windows)",
+            tp.topic, tp.partition, group->offset, *start, rd_kafka_err2str(w));
+        continue;
+      }
+      const std::int64_t from = std::max(*start, low);
+      const std::int64_t until = std::min(group->offset, high);
+      if (from < until) {
+        tp.offset = from;
+        behind.push_back({i, from, until});
+      } else {
+        tp.offset = std::clamp(group->offset, low, high);
+        log()->info(
+            "partition {} [{}] starts at offset {}: the log (offsets {} to {}) holds none of the "
+            "messages between the snapshot's position {} and the group's committed offset {}",
+            tp.topic, tp.partition, tp.offset, low, high, *start, group->offset);
+      }
     } else {
       log()->info("partition {} [{}] starts at offset {} (restored state)", tp.topic, tp.partition,
                   *start);
@@ -445,6 +474,7 @@ void source::run_hook(hook_request& request) {
       if (on_revoke_) on_revoke_(request.partitions);
       return;
     case hook_request::kind::assign:
+      if (on_assignment_) on_assignment_();
       request.starts.assign(request.partitions.size(), std::nullopt);
       if (!on_assign_) return;
       for (std::size_t i = 0; i < request.partitions.size(); ++i)

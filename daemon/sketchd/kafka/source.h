@@ -143,6 +143,9 @@ class source {
   void on_assign(std::function<std::optional<std::int64_t>(const topic_partition&)> hook) {
     on_assign_ = std::move(hook);
   }
+  // Called inside poll_batch() at every assignment, before on_assign for each of its
+  // partitions: also for an assignment of none.
+  void on_assignment(std::function<void()> hook) { on_assignment_ = std::move(hook); }
   // Called inside poll_batch(), after on_assign, for a partition whose start from on_assign
   // is behind the group's committed offset: true to start there anyway (the messages up to
   // the committed offset are read again), false to start at the committed offset. Without
@@ -210,6 +213,7 @@ class source {
   std::unique_ptr<rd_kafka_s, void (*)(rd_kafka_s*)> consumer_;
   std::function<void(std::span<const topic_partition>)> on_revoke_;
   std::function<std::optional<std::int64_t>(const topic_partition&)> on_assign_;
+  std::function<void()> on_assignment_;
   std::function<bool(const topic_partition&, std::int64_t, std::int64_t)> on_start_behind_commit_;
   std::atomic<bool> paused_{false};
   std::atomic<bool> assigned_once_{false};  // a rebalance has assigned partitions (even none)
