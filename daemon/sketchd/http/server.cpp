@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -44,6 +45,30 @@ void json_error(httplib::Response& res, int status, std::string_view message) {
   res.set_content("{\"error\":" + json::quote(message) + "}\n", kJson);
 }
 
+// Percent-decoding as URLs have it (RFC 3986): %HH is the byte HH, and with plus_is_space
+// (a query, as forms write it) '+' is a space; a '%' without two hex digits after it stays
+// as it is. httplib's decoder also reads "%uXXXX", which is no part of a URL: "%u0070k"
+// must name the pipeline "%u0070k", not "pk".
+std::string percent_decode(std::string_view s, bool plus_is_space) {
+  const auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+      out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
+      i += 2;
+    } else {
+      out += plus_is_space && s[i] == '+' ? ' ' : s[i];
+    }
+  }
+  return out;
+}
+
 // The query parameter NAME of the request: its value percent-decoded ('+' is a space, as
 // in forms), everything after the parameter's first '=' (httplib's own parsing keeps only
 // what follows the last one: "item=dXNlcg==" would ask for "dXNlcg"). An error message
@@ -66,14 +91,14 @@ query_param find_query_param(const httplib::Request& req, std::string_view name)
     const std::string_view pair = query.substr(0, amp);
     query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
     const std::size_t eq = pair.find('=');
-    const std::string key = httplib::detail::decode_url(std::string(pair.substr(0, eq)), true);
+    const std::string key = percent_decode(pair.substr(0, eq), true);
     if (key != name) continue;
     if (++found > 1) {
       result.error = fmt::format("the query parameter \"{}\" is given more than once", name);
       return result;
     }
     if (eq != std::string_view::npos) {
-      result.value = httplib::detail::decode_url(std::string(pair.substr(eq + 1)), true);
+      result.value = percent_decode(pair.substr(eq + 1), true);
     }
   }
   if (found == 0) {
@@ -222,9 +247,17 @@ void http_server::routes() {
     res.set_content(body, kJson);
   });
 
-  // The pipeline the path names (its first match), or nullptr after answering 404.
+  // The pipeline the path names, or nullptr after answering 404. The name is the path's
+  // fourth segment as sent, percent-decoded here: the route matched the path httplib
+  // decoded, where an encoded '/' ("a%2Ftopk") has become a separator.
   const auto find = [this](const httplib::Request& req, httplib::Response& res) -> const pipeline* {
-    const std::string name = req.matches[1];
+    std::string_view path = req.target;
+    path = path.substr(0, path.find_first_of("?#"));
+    for (int skip = 0; skip < 4; ++skip) {  // "", "api", "v1", "pipelines"
+      const std::size_t slash = path.find('/');
+      path = slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1);
+    }
+    const std::string name = percent_decode(path.substr(0, path.find('/')), false);
     for (const auto* p : pipelines_) {
       if (p->name() == name) return p;
     }
@@ -267,14 +300,32 @@ void http_server::routes() {
   // POST without a body would otherwise be a 400 for its missing Content-Length). The
   // connection closes, since an unread body cannot be told from the next request.
   s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (req.method == "GET" || req.method == "HEAD")
+    if (req.method == "GET" || req.method == "HEAD") {
+      // Every answer is whole: httplib would serve byte ranges of any of them (206, or a 416
+      // without a JSON body), which no client of this API asks for. The request is httplib's
+      // own, not const, object; it hands it out as const.
+      const_cast<httplib::Request&>(req).ranges.clear();
       return httplib::Server::HandlerResponse::Unhandled;
+    }
     res.set_header("Allow", "GET, HEAD");
     res.set_header("Connection", "close");
     json_error(res, 405, "the API is read-only: GET (or HEAD) only");
     return httplib::Server::HandlerResponse::Handled;
   });
-  s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    // A method httplib does not know (FOO, a lowercase get) is refused by its parser with a
+    // 400 before routing: it is a method other than GET and HEAD all the same.
+    const bool token =
+        !req.method.empty() && std::all_of(req.method.begin(), req.method.end(), [](char c) {
+          return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '-' || c == '_';
+        });
+    if (res.status == 400 && token && req.method != "GET" && req.method != "HEAD" &&
+        (req.version == "HTTP/1.1" || req.version == "HTTP/1.0")) {
+      res.set_header("Allow", "GET, HEAD");
+      res.set_header("Connection", "close");
+      json_error(res, 405, "the API is read-only: GET (or HEAD) only");
+      return;
+    }
     if (res.body.empty()) {
       res.set_content(fmt::format("{{\"error\":\"HTTP {}\"}}\n", res.status), kJson);
     }
