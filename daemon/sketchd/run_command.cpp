@@ -175,6 +175,19 @@ bool restore(const config& cfg, state::store& store,
     }
     try {
       (*it)->restore_state(blob);
+      // Written while this machine's clock was ahead (it has been set back since): the
+      // windows would not move until the clock caught up, keeping items past their window.
+      const std::int64_t ahead = (*it)->clock_ms() - wall_ms();
+      if (ahead > pipeline::kMaxClockSkewMs) {
+        log->warn(
+            "snapshot {}: the windows of pipeline {} end {} s ahead of this machine's clock (the "
+            "snapshot was written while the clock was ahead); they would not move until it "
+            "catches up: the pipeline starts with empty windows",
+            store.path(), name, ahead / 1000);
+        *it = std::make_unique<pipeline>((*it)->config());
+        restored.insert(name);  // what there was to say is said
+        continue;
+      }
     } catch (const std::bad_alloc&) {
       return refuse(fmt::format("not enough memory to restore pipeline {} from the snapshot {}",
                                 name, store.path()));

@@ -416,6 +416,21 @@ TEST(PipelineState, FlippedBitsAreErrorsNotCrashes) {
   EXPECT_GT(tried, 100U);
 }
 
+// The clock comes back with the state: the daemon compares it with the machine's, so that
+// a snapshot written while the clock was ahead does not hold the windows still.
+TEST(PipelineState, TheClockIsRestored) {
+  pipeline original(small_config());
+  const std::int64_t ahead = 1'790'000'000'000;
+  original.begin_batch();
+  (void)original.process(keyed("u1"), ahead, ahead);
+  (void)original.end_batch(ahead);
+  EXPECT_EQ(original.clock_ms(), ahead);
+  pipeline back(small_config());
+  EXPECT_EQ(back.clock_ms(), 0);
+  back.restore_state(original.save_state());
+  EXPECT_EQ(back.clock_ms(), ahead);
+}
+
 // A truncated state is refused, and a refused state leaves the pipeline with empty
 // windows (it releases its structures before it builds the state's: never both at once).
 TEST(PipelineState, TruncatedStateIsAnErrorAndChangesNothing) {

@@ -488,6 +488,11 @@ std::string pipeline::describe_parameters() const {
   return out;
 }
 
+std::int64_t pipeline::clock_ms() const {
+  std::lock_guard lock(mutex_);
+  return clock_ms_;
+}
+
 std::string pipeline::save_state() const {
   std::lock_guard lock(mutex_);
   std::string out;

@@ -119,6 +119,8 @@ class pipeline {
   // never held together). Both take the lock; call them between batches.
   [[nodiscard]] std::string save_state() const;
   void restore_state(std::string_view state);
+  // The pipeline's clock: the newest time its windows have seen (ms since the epoch).
+  [[nodiscard]] std::int64_t clock_ms() const;
   // The parameters that give the structures their shape and meaning, one "key: value"
   // per line: the item, the clock, the hash seed, every heavy_hitters and dedup setting,
   // and the sizes derived from them. Fixed at construction.
