@@ -93,10 +93,10 @@ int run_main(int argc, char** argv) {
       "http.listen, and runs until SIGINT, SIGTERM or SIGHUP, each a clean stop (there is no\n"
       "reload). An invalid configuration is reported as with check-config, and the daemon does\n"
       "not start (exit status 1). Exit status 0 after a clean stop; 1 when it cannot start (a\n"
-      "snapshot it cannot use, sketches larger than the memory, http.listen unavailable),\n"
-      "after a fatal Kafka error, after a final forwarding failure (which stopped\n"
-      "consumption), or when the final snapshot of state.dir could not be written (the log\n"
-      "says why each time).");
+      "snapshot it cannot use, state.dir in use by another sketchd, sketches larger than the\n"
+      "memory, http.listen unavailable), after a fatal Kafka error, after a final forwarding\n"
+      "failure (which stopped consumption), or when the final snapshot of state.dir could\n"
+      "not be written (the log says why each time).");
   std::string run_config_path;
   run->add_option("-c,--config", run_config_path, "The YAML configuration (required)")
       ->type_name("FILE");
