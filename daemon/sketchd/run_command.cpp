@@ -559,7 +559,8 @@ int run(const config& cfg) {
       }
     } else {
       to_store.clear();
-      if (!proc.flush(std::chrono::seconds(10), to_store)) {
+      // quiescent(): also outputs never queued, given up on a full queue at the stop.
+      if (!proc.flush(std::chrono::seconds(10), to_store) || !proc.quiescent()) {
         log->warn(
             "outputs still undelivered at shutdown: their input messages will be read again after "
             "a restart");
