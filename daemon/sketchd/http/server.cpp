@@ -69,6 +69,14 @@ std::string percent_decode(std::string_view s, bool plus_is_space) {
   return out;
 }
 
+// The answer to any other method than GET and HEAD: the API is read-only. The connection
+// closes, since an unread body cannot be told from the next request.
+void refuse_method(httplib::Response& res) {
+  res.set_header("Allow", "GET, HEAD");
+  res.set_header("Connection", "close");
+  json_error(res, 405, "the API is read-only: GET (or HEAD) only");
+}
+
 // The query parameter NAME of the request: its value percent-decoded ('+' is a space, as
 // in forms), everything after the parameter's first '=' (httplib's own parsing keeps only
 // what follows the last one: "item=dXNlcg==" would ask for "dXNlcg"). An error message
@@ -297,8 +305,7 @@ void http_server::routes() {
           res.set_content(*body + "\n", kJson);
         });
   // Read-only: every other method is refused, on every path, before any body is read (a
-  // POST without a body would otherwise be a 400 for its missing Content-Length). The
-  // connection closes, since an unread body cannot be told from the next request.
+  // POST without a body would otherwise be a 400 for its missing Content-Length).
   s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     if (req.method == "GET" || req.method == "HEAD") {
       // Every answer is whole: httplib would serve byte ranges of any of them (206, or a 416
@@ -307,9 +314,7 @@ void http_server::routes() {
       const_cast<httplib::Request&>(req).ranges.clear();
       return httplib::Server::HandlerResponse::Unhandled;
     }
-    res.set_header("Allow", "GET, HEAD");
-    res.set_header("Connection", "close");
-    json_error(res, 405, "the API is read-only: GET (or HEAD) only");
+    refuse_method(res);
     return httplib::Server::HandlerResponse::Handled;
   });
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
@@ -321,10 +326,7 @@ void http_server::routes() {
         });
     if (res.status == 400 && token && req.method != "GET" && req.method != "HEAD" &&
         (req.version == "HTTP/1.1" || req.version == "HTTP/1.0")) {
-      res.set_header("Allow", "GET, HEAD");
-      res.set_header("Connection", "close");
-      json_error(res, 405, "the API is read-only: GET (or HEAD) only");
-      return;
+      return refuse_method(res);
     }
     if (res.body.empty()) {
       res.set_content(fmt::format("{{\"error\":\"HTTP {}\"}}\n", res.status), kJson);
