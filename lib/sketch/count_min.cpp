@@ -191,6 +191,11 @@ void count_min_sketch::merge(const count_min_sketch& other) {
 
 std::uint64_t count_min_sketch::subtract(const count_min_sketch& part) {
   require_compatible(part, "subtract");
+  if (conservative_) {
+    throw std::logic_error(
+        "count_min_sketch: cannot subtract from a conservative sketch (its updates are not "
+        "linear, so the difference could undercount)");
+  }
   std::uint64_t stuck = 0;
   for (std::size_t i = 0; i < counters_.size(); ++i) {
     std::uint32_t& counter = counters_[i];

@@ -132,7 +132,8 @@ class count_min_sketch {
   void clear() noexcept;
 
   // Same width, depth and seed: the precondition of merge and subtract. The update mode may
-  // differ (a sum of sketches that never undercount never undercounts).
+  // differ for a merge (a sum of sketches that never undercount never undercounts); see
+  // subtract for its own.
   [[nodiscard]] bool compatible(const count_min_sketch& other) const noexcept;
 
   // This sketch becomes the sketch of both streams: counter-wise saturating sum, N summed.
@@ -146,6 +147,9 @@ class count_min_sketch {
   // true value is unknown, so estimates never undercount. Returns the number of counters
   // left saturated that way (0 means the result is exact). Throws std::invalid_argument
   // naming the parameter that differs. Precondition: `part` was added into this sketch.
+  // Throws std::logic_error on a conservative sketch: its own updates are not linear (one
+  // after the merge raises counters only up to the minimum that the merged part helped
+  // make), so taking the part away could leave an item's counters below its count.
   std::uint64_t subtract(const count_min_sketch& part);
 
   // The sketch as one record of the library's binary format (sketch/serialize.h).

@@ -71,7 +71,9 @@ class top_k_tracker {
   };
 
   // max(2k, ⌈2/φ⌉), at least k and at most kMaxCapacity: room for every item that can be
-  // heavy (at most 1/φ of them) twice over. Throws std::invalid_argument like the constructor.
+  // heavy (at most 1/φ of them) twice over, as long as φ ≥ 2/kMaxCapacity (about 4.9e-4);
+  // below that, the cap leaves room for fewer. Throws std::invalid_argument like the
+  // constructor.
   [[nodiscard]] static std::uint32_t default_capacity(std::uint32_t k, double phi);
 
   // A tracker reporting k items, heavy when estimate ≥ φ·N, with `capacity` candidate slots
