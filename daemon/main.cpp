@@ -91,12 +91,13 @@ int run_main(int argc, char** argv) {
   run->footer(
       "\nConsumes the pipelines' topics, serves /metrics, /healthz, /readyz and /api/v1/… on\n"
       "http.listen, and runs until SIGINT, SIGTERM or SIGHUP, each a clean stop (there is no\n"
-      "reload). An invalid configuration is reported as with check-config, and the daemon does\n"
-      "not start (exit status 1). Exit status 0 after a clean stop; 1 when it cannot start (a\n"
-      "snapshot it cannot use, state.dir in use by another sketchd, sketches larger than the\n"
-      "memory, http.listen unavailable), after a fatal Kafka error, after a final forwarding\n"
-      "failure (which stopped consumption), or when the final snapshot of state.dir could\n"
-      "not be written (the log says why each time).");
+      "reload; a third signal during the stop exits at once, with status 1, without the final\n"
+      "snapshot and commit). An invalid configuration is reported as with check-config, and\n"
+      "the daemon does not start (exit status 1). Exit status 0 after a clean stop; 1 when it\n"
+      "cannot start (a snapshot it cannot use, state.dir in use by another sketchd, sketches\n"
+      "larger than the memory, http.listen unavailable), after a fatal Kafka error, when the\n"
+      "generator stops, after a final forwarding failure (which stopped consumption), or when\n"
+      "the final snapshot of state.dir could not be written (the log says why each time).");
   std::string run_config_path;
   run->add_option("-c,--config", run_config_path, "The YAML configuration (required)")
       ->type_name("FILE");
@@ -169,6 +170,11 @@ int run_main(int argc, char** argv) {
       std::pair<std::string, int> topic;
       if (const auto error = parse_topic_argument(text, topic)) {
         return usage_error(fmt::format("mock-kafka: --topic: {}", *error), mock);
+      }
+      for (const auto& [name, partitions] : mock_options.topics) {
+        if (name == topic.first) {
+          return usage_error(fmt::format("mock-kafka: --topic: {} is given twice", name), mock);
+        }
       }
       mock_options.topics.push_back(std::move(topic));
     }

@@ -211,14 +211,19 @@ void processor::on_delivery(std::uint64_t opaque, kafka::error_code err, std::st
       return;
     }
     ++local_.alert_failures[r.pipeline];
+    ++alert_failures_unreported_;
     const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                                  std::chrono::system_clock::now().time_since_epoch())
                                  .count();
     if (now - last_alert_warning_ms_ >= kWarningIntervalMs) {
       last_alert_warning_ms_ = now;
       logger("pipeline")
-          ->warn("{}: a heavy-hitter event could not be sent to topic {}: {}",
-                 pipelines_[r.pipeline]->name(), sink_->topic_name(r.topic), reason);
+          ->warn(
+              "{}: a heavy-hitter event could not be sent to topic {}: {} ({} event(s) of all "
+              "pipelines not sent since the last such line)",
+              pipelines_[r.pipeline]->name(), sink_->topic_name(r.topic), reason,
+              alert_failures_unreported_);
+      alert_failures_unreported_ = 0;
     }
     return;
   }

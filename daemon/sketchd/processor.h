@@ -180,6 +180,7 @@ class processor {
   std::vector<failure_example> failure_example_;
   std::vector<std::int64_t> last_failure_warning_ms_;
   std::int64_t last_alert_warning_ms_ = 0;
+  std::uint64_t alert_failures_unreported_ = 0;
 };
 
 }  // namespace sketchd

@@ -24,10 +24,13 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
+#include <system_error>
+#include <thread>
 
 #include "sketch/memory.h"
 #include "sketchd/commands.h"
@@ -51,9 +54,45 @@ std::atomic<bool> stop_requested{false};
 std::atomic<int> stop_signal{0};
 static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
 
-extern "C" void on_stop_signal(int signal) {
-  stop_signal.store(signal);
-  stop_requested.store(true);
+// SIGINT, SIGTERM and SIGHUP are blocked in every thread (the mask is set before any
+// thread starts, and threads inherit it) and taken by a thread of their own with
+// sigwait(), which may log. The first asks for a clean stop. A second, while the stop runs,
+// is answered with what a third would do; the third exits at once with status 1, without
+// the final snapshot and commit (nothing is lost: what was not committed is read again
+// after the restart, and the snapshot file is either the previous one or the new one).
+void start_signal_thread() {
+  static sigset_t signals;  // read by the thread for the whole life of the process
+  sigemptyset(&signals);
+  for (const int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&signals, s);
+  if (const int rc = pthread_sigmask(SIG_BLOCK, &signals, nullptr); rc != 0) {
+    throw std::system_error(rc, std::generic_category(), "block SIGINT, SIGTERM and SIGHUP");
+  }
+  std::thread([] {
+    for (int count = 1;; ++count) {
+      int signal = 0;
+      if (sigwait(&signals, &signal) != 0) {
+        --count;
+        continue;
+      }
+      if (count == 1) {
+        stop_signal.store(signal);
+        stop_requested.store(true);
+      } else if (count == 2) {
+        spdlog::warn(
+            "received signal {} while stopping: the stop goes on (within about 25 s even with "
+            "the brokers away); a third signal exits at once with status 1, without the final "
+            "snapshot and commit",
+            signal);
+      } else {
+        spdlog::critical(
+            "received signal {} a third time: exiting now, without the final snapshot and "
+            "commit (what was not committed is read again after a restart; exit status 1)",
+            signal);
+        spdlog::default_logger()->flush();
+        std::_Exit(1);
+      }
+    }
+  }).detach();
 }
 
 std::int64_t wall_ms() {
@@ -223,22 +262,28 @@ bool sketches_fit_in_memory(const config& cfg) {
     parts += fmt::format("{}{} {:.3g} GiB", parts.empty() ? "" : ", ", p.name,
                          static_cast<double>(bytes) / kGiB);
   }
+  // The generator's Zipf table is not part of a snapshot.
+  const std::uint64_t table = cfg.generator ? generator::memory_bytes(*cfg.generator) : 0;
+  if (table > 0) {
+    parts += fmt::format(", generator {:.3g} GiB", static_cast<double>(table) / kGiB);
+  }
   // With state.dir, a snapshot holds the state's encoding beside the structures while it
   // is written, and a restore the snapshot's while it builds them: twice the sketches.
-  const std::uint64_t peak = cfg.state.dir ? 2 * need : need;
+  const std::uint64_t peak = (cfg.state.dir ? 2 * need : need) + table;
   const std::uint64_t limit = sketch::usable_memory_bytes();
   if (peak <= limit) return true;
   spdlog::critical(
-      "the pipelines' sketches need at least {:.3g} GiB ({}){}, more than the {:.3g} GiB of "
+      "the pipelines' sketches{} need at least {:.3g} GiB ({}){}, more than the {:.3g} GiB of "
       "memory this process may use (the machine's, or its cgroup's limit): lower "
-      "dedup.capacity or heavy_hitters.buckets, or raise dedup.fpr, heavy_hitters.epsilon or "
+      "dedup.capacity{} or heavy_hitters.buckets, or raise dedup.fpr, heavy_hitters.epsilon or "
       "heavy_hitters.delta (sketch size prints a filter's size; docs/OPERATIONS.md, sizing)",
-      static_cast<double>(need) / kGiB, parts,
+      table > 0 ? " and the generator's table" : "", static_cast<double>(need + table) / kGiB,
+      parts,
       cfg.state.dir
           ? fmt::format(", {:.3g} GiB while a snapshot is written or restored (state.dir)",
                         static_cast<double>(peak) / kGiB)
           : std::string(),
-      static_cast<double>(limit) / kGiB);
+      static_cast<double>(limit) / kGiB, table > 0 ? ", generator.distinct" : "");
   return false;
 }
 
@@ -495,6 +540,14 @@ int run(const config& cfg) {
       status = 1;
       break;
     }
+    if (gen) {
+      if (const std::optional<std::string> failure = gen->fatal_error()) {
+        log->critical("the generator stopped, stopping too: {}", *failure);
+        ready.set(false, "the generator stopped: " + *failure);
+        status = 1;
+        break;
+      }
+    }
     const auto batch = source.poll_batch();
     const std::int64_t now = wall_ms();
     if (!proc.failed()) {
@@ -586,12 +639,10 @@ int run(const config& cfg) {
 }  // namespace
 
 int run_command(const std::string& config_path) {
-  // First, so that a stop requested while the configuration loads is a clean stop too.
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
-  // A hang-up (the terminal closed, or an operator expecting a reload) stops cleanly
+  // First, so that a stop requested while the configuration loads is a clean stop too. A
+  // hang-up (the terminal closed, or an operator expecting a reload) stops cleanly as well,
   // instead of killing the process between two commits.
-  std::signal(SIGHUP, on_stop_signal);
+  start_signal_thread();
   std::signal(SIGPIPE, SIG_IGN);
   const load_result loaded = load_config_file(config_path);
   for (const config_error& e : loaded.errors) print_stderr(e.to_string() + "\n");

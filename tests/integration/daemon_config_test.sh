@@ -142,7 +142,7 @@ done
 log "config/demo.yaml and config/example.yaml: valid"
 
 # Usage errors: exit status 2 and one line.
-for args in "run" "check-config" "run --config"; do
+for args in "run" "check-config" "run --config" "mock-kafka --topic events --topic events:2"; do
   status=0
   # shellcheck disable=SC2086  # the arguments are words on purpose
   "$sketchd" $args >/dev/null 2>usage.err || status=$?

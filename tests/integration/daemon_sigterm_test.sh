@@ -18,6 +18,8 @@
 #   6. sketchd E consumes 200 new messages, then the broker goes down and E gets SIGTERM:
 #      exit status 0 within 20 s (the final commit and the group leave wait at most 5 s
 #      each), with a warning that says what did not finish.
+#   7. sketchd F, the same with the broker down: a second SIGTERM during the stop is
+#      answered in the log (the stop goes on), and a third exits at once with status 1.
 #
 # Usage: daemon_sigterm_test.sh PATH/TO/sketchd
 set -euo pipefail
@@ -168,4 +170,26 @@ stop_process "$daemon_pid" 20 || fail "sketchd E did not exit within 20 s of SIG
 [[ $stop_status -eq 0 ]] || fail "sketchd E exited with status $stop_status after SIGTERM with the broker down"
 check_log "$work/sketchd-e.err" 'final commit|leaving the group'
 log "with the broker down, sketchd E stopped in $stop_ms ms with status 0"
+
+# ---- 7. Three signals with the broker down ----------------------------------------------
+mock_control "up 1"
+keyed_lines 100200 100 | produce "$topic" -K'|'
+start_daemon "$work/sketchd-e.yaml" sketchd-f
+# E's 200 again (its final commit was not answered), and the 100 new ones.
+settle_exactly "$consumed_series" 300
+mock_control "down 1"
+sleep 1
+kill -TERM "$daemon_pid"
+sleep 0.5
+kill -TERM "$daemon_pid"
+deadline=$((SECONDS + 5))
+until grep -q 'while stopping: the stop goes on' "$work/sketchd-f.err"; do
+  ((SECONDS < deadline)) || fail "no answer to a second SIGTERM in sketchd-f.err"
+  sleep 0.1
+done
+kill -0 "$daemon_pid" 2>/dev/null || fail "sketchd F exited after a second SIGTERM"
+stop_process "$daemon_pid" 3 || fail "sketchd F did not exit within 3 s of a third SIGTERM"
+[[ $stop_status -eq 1 ]] || fail "sketchd F exited with status $stop_status after a third SIGTERM"
+check_log "$work/sketchd-f.err" 'a third time: exiting now'
+log "a second SIGTERM was answered in the log; the third stopped sketchd F in $stop_ms ms with status 1"
 echo "PASS"

@@ -893,7 +893,9 @@ kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
     where.all_accepted = pm.valid() && where.entries.size() == pm.entries().size();
   }
   m.read("batch_size", k.batch_size, counts(c, 1, 100000));
-  m.read("poll_timeout", k.poll_timeout, durations(c, milliseconds(1), std::chrono::minutes(1)));
+  // At most 1 s: the run loop notices a stop, and writes the summary lines and snapshots,
+  // between two polls.
+  m.read("poll_timeout", k.poll_timeout, durations(c, milliseconds(1), std::chrono::seconds(1)));
   return k;
 }
 

@@ -128,7 +128,7 @@ struct generator_config {
   std::uint64_t distinct = 100000;  // distinct items, 1..1G (8 bytes each in memory)
   double zipf = 1.1;                // exponent, > 0
   bool key = true;                  // the item is the message key too
-  // json: {"user":{"id":"u123"},"ts":…} (item at /user/id); text: the item alone
+  // json: {"user":{"id":"u123"},"seq":N} (item at /user/id); text: the item alone
   generator_format format = generator_format::json;
 };
 
@@ -247,7 +247,8 @@ class substitution_error : public std::invalid_argument {
 [[nodiscard]] bool is_valid_topic_name(std::string_view name) noexcept;
 
 // Whether a librdkafka property may hold a secret: its name contains "password",
-// "secret", "sasl.jaas" or "ssl.key" (case-insensitive).
+// "secret", "sasl.jaas", "ssl.key", "ssl_key", "sasl.oauthbearer.config" or "token"
+// (case-insensitive): every property librdkafka itself treats as sensitive, and more.
 [[nodiscard]] bool is_secret_property(std::string_view key) noexcept;
 
 // The value to log for a property: "<redacted>" for secrets, the value otherwise.

@@ -234,7 +234,8 @@ bool is_secret_property(std::string_view key) noexcept {
   const auto lower = [](char c) {
     return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
   };
-  for (std::string_view marker : {"password", "secret", "sasl.jaas", "ssl.key"}) {
+  for (std::string_view marker : {"password", "secret", "sasl.jaas", "ssl.key", "ssl_key",
+                                  "sasl.oauthbearer.config", "token"}) {
     const auto it = std::search(key.begin(), key.end(), marker.begin(), marker.end(),
                                 [&](char a, char b) { return lower(a) == b; });
     if (it != key.end()) return true;

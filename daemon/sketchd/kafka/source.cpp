@@ -20,23 +20,39 @@ std::shared_ptr<spdlog::logger> log() {
   return l ? l : spdlog::default_logger();
 }
 
-// At most one line per kind of message error every 10 s, with the count in between.
+// At most one line every 10 s about the errors of consumed messages: the first at once;
+// those after it are counted and reported, with the last of them, once 10 s have passed
+// since the line before (flush(), on every turn of the poll loop, so that a burst of
+// errors followed by silence is reported too). Not thread-safe; the poller thread's.
 class rate_limited {
  public:
-  template <class... Args>
-  void warn(fmt::format_string<Args...> format, Args&&... args) {
+  static constexpr auto kEvery = std::chrono::seconds(10);
+
+  void warn(std::string message) {
     const auto now = std::chrono::steady_clock::now();
-    ++suppressed_;
-    if (now - last_ < std::chrono::seconds(10)) return;
-    log()->warn("{} ({} such errors since the last report)",
-                fmt::format(format, std::forward<Args>(args)...), suppressed_);
-    suppressed_ = 0;
+    if (held_ == 0 && now - last_ >= kEvery) {
+      log()->warn("{}", message);
+      last_ = now;
+      return;
+    }
+    ++held_;
+    last_message_ = std::move(message);
+    flush(now);
+  }
+
+  void flush(std::chrono::steady_clock::time_point now) {
+    if (held_ == 0 || now - last_ < kEvery) return;
+    log()->warn("{} more such error(s) in the last {} s, the last one: {}", held_,
+                std::chrono::duration_cast<std::chrono::seconds>(now - last_).count(),
+                last_message_);
+    held_ = 0;
     last_ = now;
   }
 
  private:
   std::chrono::steady_clock::time_point last_{};
-  std::uint64_t suppressed_ = 0;
+  std::uint64_t held_ = 0;
+  std::string last_message_;
 };
 
 // True on the source's poller thread (the thread librdkafka runs the callbacks on, except
@@ -407,7 +423,7 @@ void source::poll_loop() {
   on_poller_thread = true;
   // Named for `top -H` and the benchmark harness, which reads its CPU time.
   pthread_setname_np(pthread_self(), "sketchd-poll");
-  static rate_limited message_errors;
+  rate_limited message_errors;
   // Short waits, so that close() is not held up by an idle topic.
   const int wait_ms = std::min(options_.poll_timeout_ms, 100);
   for (;;) {
@@ -415,6 +431,7 @@ void source::poll_loop() {
       std::lock_guard lock(queue_mutex_);
       if (stopping_) break;
     }
+    message_errors.flush(std::chrono::steady_clock::now());
     batch& b = *filling_;
     int timeout = wait_ms;
     std::size_t bytes = 0;
@@ -425,11 +442,12 @@ void source::poll_loop() {
       if (m->err) {
         if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
           message_errors_.fetch_add(1, std::memory_order_relaxed);
-          message_errors.warn("consume error{}: {}",
-                              m->rkt ? fmt::format(" [topic {}, partition {}]",
-                                                   rd_kafka_topic_name(m->rkt), m->partition)
-                                     : std::string(),
-                              rd_kafka_message_errstr(m));
+          message_errors.warn(
+              fmt::format("consume error{}: {}",
+                          m->rkt ? fmt::format(" [topic {}, partition {}]",
+                                               rd_kafka_topic_name(m->rkt), m->partition)
+                                 : std::string(),
+                          rd_kafka_message_errstr(m)));
         }
         rd_kafka_message_destroy(m);
         continue;
@@ -671,6 +689,9 @@ void source::close() {
     // waits for the group, unbounded. The handle is kept until the process exits instead:
     // nothing is left to commit.
     // Never destroyed, so the handles stay reachable (for leak checkers) to the end.
+    // Silenced: whatever it meets from now on (brokers gone away, an embedded cluster
+    // destroyed before the process exits) is no news to anyone.
+    rd_kafka_set_log_level(rk, 0);
     static auto* const kept_mutex = new std::mutex;
     static auto* const kept = new std::vector<rd_kafka_t*>;
     const std::lock_guard lock(*kept_mutex);
