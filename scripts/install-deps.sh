@@ -12,8 +12,8 @@
 set -euo pipefail
 
 BUILD_PACKAGES=(
-  # toolchain
-  build-essential cmake pkg-config
+  # toolchain (make: a minimal Debian 12 lacks it; the README's commands need it first)
+  build-essential make cmake pkg-config
   # the sketch library and the `sketch` command
   libxxhash-dev libcli11-dev libfmt-dev libabsl-dev
   # the daemon (jemalloc: its allocator, see SKETCHD_JEMALLOC in CMakeLists.txt)
@@ -54,11 +54,63 @@ if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 
-echo "install-deps: installing ${missing[*]}" >&2
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: these packages are missing and installing them needs root: ${missing[*]}" >&2
   exit 1
 fi
+echo "install-deps: installing ${missing[*]}" >&2
+
+# Packages that ship a network service which Debian enables and starts when it installs
+# them (prometheus: a server on 0.0.0.0:9090 without authentication). The tests
+# run their own servers on free ports; a system-wide one left running at every boot would
+# also take port 9090 from the docker-compose deployment. So services that this run
+# installs are neither started nor left enabled; ones the machine already had are not
+# touched.
+SERVICE_PACKAGES=(prometheus prometheus-node-exporter)
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+had_before=()
+for p in "${SERVICE_PACKAGES[@]}"; do
+  if installed "$p"; then had_before+=("$p"); fi
+done
+
+# Two measures, because neither is enough alone:
+# - During apt-get install, a /usr/sbin/policy-rc.d that answers 101 ("action forbidden")
+#   stops the maintainer scripts from starting any service, under systemd and under
+#   sysvinit alike (invoke-rc.d and deb-systemd-invoke both ask it), so nothing listens
+#   even for a moment. It is only put in place when the machine has none (container
+#   images often ship their own, which is left as it is), and a trap removes it whatever
+#   way the script ends, so later package upgrades start their services as usual.
+# - policy-rc.d does not stop a package from *enabling* its service, so afterwards the
+#   services this run installed are disabled (systemctl disable works without a running
+#   systemd too; --now only when systemd runs), and on sysvinit their boot links.
+#   Without systemctl or update-rc.d (a bare container) there is nothing to disable.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+  trap 'rm -f "$policy"' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  printf '#!/bin/sh\n# Written by sketchd scripts/install-deps.sh during apt-get install; removed after it.\nexit 101\n' >"$policy"
+  chmod 755 "$policy"
+fi
+
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+
+for p in "${SERVICE_PACKAGES[@]}"; do
+  if ! installed "$p" || [[ " ${had_before[*]} " == *" $p "* ]]; then
+    continue
+  fi
+  if command -v systemctl >/dev/null 2>&1 && [ -e "/lib/systemd/system/$p.service" ]; then
+    if [ -d /run/systemd/system ]; then
+      systemctl disable --now --quiet "$p.service" ||
+        echo "install-deps: warning: could not disable and stop $p.service" >&2
+    else
+      systemctl disable --quiet "$p.service" ||
+        echo "install-deps: warning: could not disable $p.service" >&2
+    fi
+  elif command -v update-rc.d >/dev/null 2>&1 && [ -e "/etc/init.d/$p" ]; then
+    update-rc.d "$p" disable >/dev/null 2>&1 ||
+      echo "install-deps: warning: could not disable /etc/init.d/$p" >&2
+  fi
+done
