@@ -16,38 +16,39 @@ all: build
 deps:
 	@bash scripts/install-deps.sh
 
-$(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
-
-build: deps $(BUILD)/CMakeCache.txt
+# Each build target configures its directory first, every time: on a configured directory
+# that takes a second or two and changes nothing, and it cannot be skipped wrongly — after
+# an interrupted or failed configure (CMake writes CMakeCache.txt even then), or in a
+# directory configured earlier with other options (the tests switched off, as
+# `scripts/install-deps.sh --build-only` suggests): the options given here are set again.
+# The recipes run after `deps`, so cmake is installed by then, under `make -j` too.
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release \
+	  -DSKETCHD_BUILD_TESTS=ON -DSKETCHD_BUILD_BENCH=ON $(CMAKE_ARGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
-$(ASAN)/CMakeCache.txt:
+build-asan: deps
 	cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DSKETCHD_SANITIZE=address,undefined \
-	  -DSKETCHD_BUILD_BENCH=OFF $(CMAKE_ARGS)
-
-build-asan: deps $(ASAN)/CMakeCache.txt
+	  -DSKETCHD_BUILD_TESTS=ON -DSKETCHD_BUILD_BENCH=OFF $(CMAKE_ARGS)
 	cmake --build $(ASAN) -j $(JOBS)
 
-$(TSAN)/CMakeCache.txt:
+build-tsan: deps
 	cmake -S . -B $(TSAN) -DCMAKE_BUILD_TYPE=Debug -DSKETCHD_SANITIZE=thread \
-	  -DSKETCHD_BUILD_BENCH=OFF $(CMAKE_ARGS)
-
-build-tsan: deps $(TSAN)/CMakeCache.txt
+	  -DSKETCHD_BUILD_TESTS=ON -DSKETCHD_BUILD_BENCH=OFF $(CMAKE_ARGS)
 	cmake --build $(TSAN) -j $(JOBS)
 
 # Every test: unit, cli, integration and static tests on the optimised build; all but the
 # static ones (checks of the dashboards and deployment files) again under
 # AddressSanitizer and UndefinedBehaviorSanitizer; the unit and integration tests again
 # under ThreadSanitizer (the daemon's threads: processing, polling, HTTP workers,
-# librdkafka's callbacks).
+# librdkafka's callbacks). --no-tests=error: a build without tests fails, never passes.
 test: build build-asan build-tsan
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
-	cd $(ASAN) && ctest --output-on-failure -j $(JOBS) -LE static
-	cd $(TSAN) && ctest --output-on-failure -j $(JOBS) -L 'unit|integration'
+	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS)
+	cd $(ASAN) && ctest --output-on-failure --no-tests=error -j $(JOBS) -LE static
+	cd $(TSAN) && ctest --output-on-failure --no-tests=error -j $(JOBS) -L 'unit|integration'
 
 test-unit: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
+	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -L unit
 
 demo: build
 	$(BUILD)/daemon/sketchd run --config config/demo.yaml
@@ -58,14 +59,11 @@ bench: build
 # Each fuzz target of tests/fuzz/ for FUZZ_SECONDS under libFuzzer, with AddressSanitizer
 # and UndefinedBehaviorSanitizer (clang; installs Debian's clang if missing). Not part of
 # `make test`, which replays the targets' corpora instead. Details in tests/fuzz/run.sh.
-$(FUZZ)/CMakeCache.txt:
+fuzz:
+	@bash scripts/install-deps.sh --fuzz
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DSKETCHD_FUZZ=ON -DSKETCHD_JEMALLOC=OFF \
 	  -DSKETCHD_BUILD_BENCH=OFF $(CMAKE_ARGS)
-
-fuzz:
-	@bash scripts/install-deps.sh --fuzz
-	$(MAKE) $(FUZZ)/CMakeCache.txt
 	cmake --build $(FUZZ) -j $(JOBS) --target library_records_fuzz config_fuzz extractor_fuzz \
 	  http_fuzz snapshot_fuzz values_fuzz
 	bash tests/fuzz/run.sh $(FUZZ) $(FUZZ_SECONDS)
