@@ -77,18 +77,30 @@ void start_signal_thread() {
       if (count == 1) {
         stop_signal.store(signal);
         stop_requested.store(true);
-      } else if (count == 2) {
-        spdlog::warn(
+        continue;
+      }
+      // The logger through the registry's lock, which orders this thread after
+      // setup_logging() (spdlog's default-logger shortcut reads a pointer unsynchronized);
+      // before it, stderr.
+      const std::shared_ptr<spdlog::logger> log = spdlog::get("sketchd");
+      if (!log) {
+        print_stderr(count == 2 ? "sketchd: received a second signal while stopping\n"
+                                : "sketchd: received a third signal: exiting now\n");
+        if (count > 2) std::_Exit(1);
+        continue;
+      }
+      if (count == 2) {
+        log->warn(
             "received signal {} while stopping: the stop goes on (within about 25 s even with "
             "the brokers away); a third signal exits at once with status 1, without the final "
             "snapshot and commit",
             signal);
       } else {
-        spdlog::critical(
+        log->critical(
             "received signal {} a third time: exiting now, without the final snapshot and "
             "commit (what was not committed is read again after a restart; exit status 1)",
             signal);
-        spdlog::default_logger()->flush();
+        log->flush();
         std::_Exit(1);
       }
     }

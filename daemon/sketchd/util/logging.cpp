@@ -64,13 +64,14 @@ void setup_logging(const log_config& config) {
   auto make = [&](const std::string& name) {
     auto logger = std::make_shared<spdlog::logger>(name, sink);
     logger->set_level(to_spdlog(config.level));
+    // An error inside logging never reaches the caller. Set before the logger is
+    // registered: other threads find it through the registry's lock, after every write.
+    logger->set_error_handler([](const std::string&) {});
     return logger;
   };
   spdlog::set_default_logger(make("sketchd"));
   for (const char* name : {"kafka", "pipeline", "http", "state", "generator"})
     spdlog::register_logger(make(name));
-  // An error inside logging never reaches the caller.
-  spdlog::set_error_handler([](const std::string&) {});
 }
 
 std::string loggable_item(std::string_view item) {
