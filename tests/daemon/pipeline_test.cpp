@@ -104,5 +104,100 @@ TEST(Pipeline, BatchesGiveTheVerdictsAndStateOfSingleMessages) {
   EXPECT_GT(a.duplicates, 0U);
 }
 
+// The backlog of an event-time pipeline: 60 s of events, one a second, read at a wall time
+// after the last of them. `restored`, when given, is the state to start from.
+struct backlog_run {
+  std::vector<verdict> verdicts;
+  std::uint64_t window_items = 0;
+};
+
+backlog_run read_backlog(pipeline& p, std::int64_t wall) {
+  // The first batches of a run are empty while the group is joined.
+  for (int i = 0; i < 3; ++i) {
+    p.begin_batch();
+    (void)p.end_batch(wall + i);
+  }
+  backlog_run run;
+  const std::int64_t first = wall - 60'000;
+  for (int s = 0; s < 60; ++s) {
+    // "u0" every 20 s, another item otherwise.
+    const std::string value = fmt::format(R"({{"user":{{"id":"u{}"}}}})", s % 20 == 0 ? 0 : s);
+    message_view m;
+    m.value = value;
+    p.begin_batch();
+    run.verdicts.push_back(p.process(m, first + s * 1000, wall + 3));
+    (void)p.end_batch(wall + 3);
+  }
+  run.window_items = p.summary().window_items;
+  return run;
+}
+
+// With clock: event, a backlog is counted at its own times even when the run's first
+// batches are empty: the windows (10 s here) do not start at the wall time of an empty
+// batch, where every older event would fall into one slice and one generation.
+TEST(Pipeline, EventClockHoldsStillUntilTheFirstItem) {
+  const std::int64_t wall = 1'790'000'000'000;
+  pipeline p(json_config());
+  const backlog_run run = read_backlog(p, wall);
+  // u0 at 0, 20 and 40 s: 20 s apart, beyond the 10 s dedup window, so first seen each time.
+  for (int s : {0, 20, 40}) EXPECT_EQ(run.verdicts[s], verdict::first_seen) << "u0 at " << s;
+  // The heavy-hitter window holds the last 10 s (5 slices of 2 s, the current one open):
+  // from 8 to 10 of the 60 items, not all of them.
+  EXPECT_GE(run.window_items, 8U);
+  EXPECT_LE(run.window_items, 10U);
+  EXPECT_EQ(p.clock_ms(), wall - 1000);
+}
+
+// The same after a restart from a snapshot: the restored clock holds still until an item
+// moves it, so that the backlog of the downtime lands at its own times.
+TEST(Pipeline, RestoredEventClockHoldsStillUntilTheFirstItem) {
+  const std::int64_t wall = 1'790'000'000'000;
+  pipeline before(json_config());
+  message_view m;
+  const std::string value = R"({"user":{"id":"u0"}})";
+  m.value = value;
+  const std::int64_t last = wall - 3'600'000;  // stopped an hour before
+  before.begin_batch();
+  (void)before.process(m, last, last);
+  (void)before.end_batch(last);
+
+  pipeline after(json_config());
+  after.restore_state(before.save_state());
+  const backlog_run run = read_backlog(after, wall);
+  for (int s : {0, 20, 40}) EXPECT_EQ(run.verdicts[s], verdict::first_seen) << "u0 at " << s;
+  EXPECT_GE(run.window_items, 8U);
+  EXPECT_LE(run.window_items, 10U);
+}
+
+// An idle event-time stream still slides its windows by the wall time since its last
+// item, and the effective dedup window is measured at that time, not at the last item's.
+TEST(Pipeline, IdleEventClockSlidesByTheWallClock) {
+  const std::int64_t wall = 1'790'000'000'000;
+  pipeline p(json_config());
+  message_view m;
+  const std::string value = R"({"user":{"id":"u0"}})";
+  m.value = value;
+  p.begin_batch();
+  EXPECT_EQ(p.process(m, wall, wall), verdict::first_seen);
+  (void)p.end_batch(wall);
+  p.begin_batch();
+  (void)p.end_batch(wall + 60'000);  // a minute without input
+  EXPECT_EQ(p.summary().window_items, 0U);
+  std::vector<metrics::metric_family> families;
+  p.collect(families);
+  bool found = false;
+  for (const auto& f : families) {
+    if (f.name != "sketchd_bloom_effective_window_seconds") continue;
+    found = true;
+    ASSERT_EQ(f.samples.size(), 1U);
+    // The generations cover the last window (10 s), not the 0 s after the last item's.
+    EXPECT_GE(f.samples[0].value, 10.0);
+  }
+  EXPECT_TRUE(found);
+  p.begin_batch();
+  EXPECT_EQ(p.process(m, wall + 60'000, wall + 60'000), verdict::first_seen);
+  (void)p.end_batch(wall + 60'000);
+}
+
 }  // namespace
 }  // namespace sketchd

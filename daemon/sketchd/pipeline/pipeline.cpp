@@ -65,6 +65,7 @@ std::int64_t pipeline::clock_of(std::int64_t event_ms, std::int64_t wall_ms) noe
   if (t >= clock_ms_) {
     clock_ms_ = t;
     clock_wall_ms_ = wall_ms;
+    clock_live_ = true;
   }
   return t;
 }
@@ -158,14 +159,19 @@ verdict pipeline::feed(const extract_result& r, std::int64_t event_ms,
 
 std::vector<sketch::heavy_event> pipeline::end_batch(std::int64_t wall_ms) {
   // Slide the windows even when no message came: on the wall clock, or for an idle
-  // event-time stream by the wall time elapsed since its last event.
+  // event-time stream by the wall time elapsed since its last event. An event-time clock
+  // that no item has moved in this run holds still: the first batches of a run are often
+  // empty (the group is being joined) while a backlog waits, whose items must land in the
+  // slices of their own times, not all in one slice opened at the wall time.
   std::int64_t now = wall_ms;
-  if (config_.clock == clock_kind::event && clock_ms_ > 0) {
-    now = clock_ms_ + std::max<std::int64_t>(0, wall_ms - clock_wall_ms_);
+  if (config_.clock == clock_kind::event) {
+    now = clock_live_ ? clock_ms_ + std::max<std::int64_t>(0, wall_ms - clock_wall_ms_) : clock_ms_;
   }
+  const bool move = now > 0;  // 0: an event clock that has seen nothing yet
+  if (move) advanced_ms_ = std::max(advanced_ms_, now);
   std::vector<sketch::heavy_event> events;
   if (heavy_) {
-    heavy_->advance(now);
+    if (move) heavy_->advance(now);
     heavy_->refresh();
     events = heavy_->drain_events();
     for (const auto& e : events) {
@@ -176,7 +182,7 @@ std::vector<sketch::heavy_event> pipeline::end_batch(std::int64_t wall_ms) {
       }
     }
   }
-  if (dedup_) dedup_->advance(now);
+  if (dedup_ && move) dedup_->advance(now);
   published_ = local_;
   if (batch_lock_.owns_lock()) batch_lock_.unlock();
   return events;
@@ -316,7 +322,9 @@ void pipeline::collect(std::vector<metrics::metric_family>& out) const {
         static_cast<double>(dedup_->size_bytes()));
     one("sketchd_bloom_effective_window_seconds",
         "Time span the dedup generations cover now; below the configured window after bursts.",
-        metric_type::gauge, static_cast<double>(dedup_->effective_window_ms(clock_ms_)) / 1000.0);
+        metric_type::gauge,
+        static_cast<double>(dedup_->effective_window_ms(std::max(clock_ms_, advanced_ms_))) /
+            1000.0);
     one("sketchd_bloom_window_seconds", "Configured dedup window (dedup.window).",
         metric_type::gauge, static_cast<double>(config_.dedup->window.count()) / 1000.0);
     metric_family rotations{
@@ -613,6 +621,8 @@ void pipeline::restore_state(std::string_view saved) {
     }
     clock_ms_ = clock_ms;
     clock_wall_ms_ = clock_wall_ms;
+    clock_live_ = false;  // the wall time of another run (see end_batch())
+    advanced_ms_ = clock_ms;
   } catch (...) {
     heavy_.reset();
     dedup_.reset();

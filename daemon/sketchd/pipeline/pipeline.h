@@ -68,7 +68,8 @@ struct pipeline_summary {
 class pipeline {
  public:
   // Events whose timestamp is further than this ahead of the wall clock are taken at the
-  // wall clock, so one producer with a wrong clock cannot push the window into the future.
+  // wall clock plus this, so one producer with a wrong clock cannot push the window far
+  // into the future.
   static constexpr std::int64_t kMaxClockSkewMs = 60'000;
 
   explicit pipeline(const pipeline_config& config, std::uint64_t seed = sketch::kDefaultSeed);
@@ -94,9 +95,11 @@ class pipeline {
   // Publishes the counters (the forwarding results since end_batch()), taking the lock
   // only for the copy.
   void publish_counters();
-  // Slides the windows to `wall_ms` when the pipeline's clock is the wall clock (or the
-  // stream has been idle), re-estimates the top-k, publishes the counters, releases the
-  // lock, and returns the heavy-hitter events of the batch.
+  // Slides the windows: to `wall_ms` on the wall clock; on the event clock, to the latest
+  // event time plus the wall time elapsed since it was seen (an idle stream), once an item
+  // has been seen since the start or the restore (before that the windows hold still).
+  // Then re-estimates the top-k, publishes the counters, releases the lock, and returns the
+  // heavy-hitter events of the batch.
   std::vector<sketch::heavy_event> end_batch(std::int64_t wall_ms);
 
   // Readers (any thread).
@@ -154,9 +157,17 @@ class pipeline {
   pipeline_counters local_;                    // processing thread only
   pipeline_counters published_;                // under mutex_
   // The pipeline's clock: the latest time seen, and the wall time when it was seen, so
-  // that an idle event-time stream still slides its windows.
+  // that an idle event-time stream still slides its windows. clock_wall_ms_ is of this run
+  // only once an item has moved the clock since the start or the restore (clock_live_):
+  // until then an event-time clock holds still, so that a backlog (messages produced while
+  // sketchd was down or before it started) is counted at its own times, not at the time the
+  // first empty batch came.
   std::int64_t clock_ms_ = 0;
   std::int64_t clock_wall_ms_ = 0;
+  bool clock_live_ = false;
+  // The time the windows were last advanced to (end_batch()), at least clock_ms_: "now" for
+  // the gauges that depend on it.
+  std::int64_t advanced_ms_ = 0;
 };
 
 }  // namespace sketchd
