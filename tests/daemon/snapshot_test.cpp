@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "sketchd/pipeline/pipeline.h"
@@ -259,6 +260,42 @@ TEST(PipelineState, RestoredPipelineAnswersAsBefore) {
   EXPECT_EQ(restored.process(keyed("u2"), now, now), verdict::duplicate);
   EXPECT_EQ(restored.process(keyed("brand-new"), now, now), verdict::first_seen);
   (void)restored.end_batch(now);
+}
+
+// The rotations counter of a restored pipeline counts those of the new run only: a
+// snapshot older than the last scrape would otherwise take the counter back, which
+// Prometheus reads as a reset and counts all the restored rotations again.
+TEST(PipelineState, RestoredRotationsAreNotExportedAgain) {
+  const auto rotations = [](const pipeline& p) {
+    std::vector<metrics::metric_family> families;
+    p.collect(families);
+    std::map<std::string, double> by_reason;
+    for (const auto& f : families) {
+      if (f.name != "sketchd_bloom_rotations_total") continue;
+      for (const auto& s : f.samples) by_reason[s.labels.at(1).value] = s.value;
+    }
+    return by_reason;
+  };
+  pipeline original(clicks_config());
+  const std::int64_t now = 1'790'000'000'000;
+  original.begin_batch();
+  for (int i = 0; i < 10000; ++i) (void)original.process(keyed(fmt::format("u{}", i)), now, now);
+  (void)original.end_batch(now);
+  original.begin_batch();
+  (void)original.end_batch(now + 7'200'000);  // two hours on: rotations by time
+  const auto before = rotations(original);
+  ASSERT_GT(before.at("capacity"), 0);
+  ASSERT_GT(before.at("time"), 0);
+
+  pipeline restored(clicks_config());
+  restored.restore_state(original.save_state());
+  const auto after = rotations(restored);
+  EXPECT_EQ(after.at("capacity"), 0);
+  EXPECT_EQ(after.at("time"), 0);
+  restored.begin_batch();
+  (void)restored.end_batch(now + 4 * 7'200'000);
+  EXPECT_GT(rotations(restored).at("time"), 0);
+  EXPECT_EQ(rotations(restored).at("capacity"), 0);
 }
 
 TEST(PipelineState, OtherParametersAreRefusedWithEachDifference) {

@@ -17,7 +17,11 @@ A dashboard passes when:
   - every target has an expression; rate(), irate() and increase() take
     [$__rate_interval]; table targets are instant queries in table format;
   - every metric an expression reads is one that sketchd exports (or `up`, which
-    Prometheus records for each target).
+    Prometheus records for each target), read as its type allows: rate(), irate() and
+    increase() only of counters (the metrics ending in _total), and counters only through
+    them;
+  - every label an expression names (in matchers, by/without/on/ignoring lists) and every
+    {{label}} of a legend is one that sketchd's metrics carry.
 Before checking, it checks itself: each of a set of broken copies of the first dashboard
 must be rejected for the reason it was broken.
 """
@@ -78,6 +82,9 @@ METRICS = {
     "process_start_time_seconds",
     "up",
 }
+# The labels sketchd's metrics carry (docs/METRICS.md), and those Prometheus adds.
+LABELS = {"instance", "job", "pipeline", "item", "topic", "reason", "generation", "event",
+          "version", "revision", "__name__"}
 RATE_FUNCTIONS = ("rate", "irate", "increase")
 # Words of PromQL that look like metric names.
 KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless",
@@ -124,6 +131,7 @@ def metric_names(expr):
     text = re.sub(r"\{[^}]*\}", " ", text)                        # label matchers
     text = re.sub(r"\[[^\]]*\]", " ", text)                       # ranges
     text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", text)
+    text = re.sub(r"\boffset\s+-?[\dsmhdwy]+", " ", text)           # offset 5m
     text = re.sub(r"(?<![\w:])\d[\d.]*(e[+-]?\d+)?", " ", text)    # numbers
     names = set()
     for m in re.finditer(r"[A-Za-z_:][\w:]*", text):
@@ -131,6 +139,34 @@ def metric_names(expr):
         if rest.startswith("(") or m.group(0).lower() in KEYWORDS:
             continue                                              # a function or a keyword
         names.add(m.group(0))
+    return names
+
+
+def type_problems(expr):
+    """Gauges under rate(), irate() or increase(); counters read without them."""
+    problems = []
+    outside = expr
+    for m in reversed(list(re.finditer(r"\b(" + "|".join(RATE_FUNCTIONS) + r")\s*\(", expr))):
+        argument = call_arguments(expr, m.end() - 1)
+        for name in sorted(metric_names(argument)):
+            if not name.endswith("_total"):
+                problems.append(f"{m.group(1)}() of {name}, which is not a counter")
+        outside = outside[:m.start()] + " " + outside[m.end() + len(argument) + 1:]
+    for name in sorted(metric_names(outside)):
+        if name.endswith("_total"):
+            problems.append(f"counter {name} read without rate() or increase()")
+    return problems
+
+
+def label_names(expr):
+    """The label names an expression names: in matchers and in by/without/on/ignoring and
+    group_left/group_right lists."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    names = set()
+    for m in re.finditer(r"\{([^}]*)\}", text):
+        names.update(re.findall(r"([A-Za-z_]\w*)\s*(?:=~|!~|!=|=)", m.group(1)))
+    for m in re.finditer(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)", text):
+        names.update(n.strip() for n in m.group(1).split(",") if n.strip())
     return names
 
 
@@ -204,6 +240,12 @@ def check(dashboard):
                 add(f"{at}: {p}")
             for name in sorted(metric_names(expr) - METRICS):
                 add(f"{at}: metric {name} is not one sketchd exports")
+            for p in type_problems(expr):
+                add(f"{at}: {p}")
+            for name in sorted(label_names(expr) - LABELS):
+                add(f"{at}: label {name} is not one sketchd's metrics carry")
+            for name in sorted(set(re.findall(r"\{\{\s*(\w+)\s*\}\}", t.get("legendFormat", ""))) - LABELS):
+                add(f"{at}: legend label {name} is not one sketchd's metrics carry")
             for used in sorted(variables_used(expr) - set(variables) - BUILTIN_VARIABLES):
                 add(f"{at}: undefined variable ${used}")
             if kind == "table" and not (t.get("instant") and t.get("format") == "table"):
@@ -237,6 +279,16 @@ def self_test(dashboard):
                            "metric sketchd_no_such_metric"),
         "undefined variable": (with_expr("sketchd_cms_window_items{pipeline=~\"$pipelines\"}"),
                                "undefined variable $pipelines"),
+        "rate of a gauge": (with_expr("sum(rate(sketchd_bloom_fill_ratio[$__rate_interval]))"),
+                            "not a counter"),
+        "bare counter": (with_expr("sum by (pipeline) (sketchd_pipeline_items_total)"),
+                         "read without rate()"),
+        "misspelt by label": (with_expr("sum by (pipline) (sketchd_cms_window_items)"),
+                              "label pipline"),
+        "misspelt matcher": (with_expr("sketchd_cms_window_items{pipline=~\"$pipeline\"}"),
+                             "label pipline"),
+        "misspelt legend": (lambda d: first(d, "timeseries")["targets"][0].update(legendFormat="{{pipline}}"),
+                            "legend label pipline"),
         "graph panel": (lambda d: first(d, "timeseries").update(type="graph"), "type graph"),
         "duplicate id": (lambda d: first(d, "stat").update(id=first(d, "table")["id"]), "not unique"),
         "no pipeline variable": (lambda d: d["templating"].update(
@@ -253,6 +305,9 @@ def self_test(dashboard):
                          'max(rate(c_seconds[$__rate_interval])) * 3 + 1e-3 > bool 0.5')
     if names != {"a_total", "c_seconds"}:
         failures.append(f"self-test: metric_names found {sorted(names)}, expected a_total and c_seconds")
+    names = metric_names("sketchd_cms_window_items offset 5m - sketchd_cms_window_items offset 1h")
+    if names != {"sketchd_cms_window_items"}:
+        failures.append(f"self-test: metric_names found {sorted(names)} with offsets")
     return failures
 
 

@@ -329,14 +329,16 @@ void pipeline::collect(std::vector<metrics::metric_family>& out) const {
         metric_type::gauge, static_cast<double>(config_.dedup->window.count()) / 1000.0);
     metric_family rotations{
         "sketchd_bloom_rotations_total",
-        "Bloom generation rotations: at the end of a time slice (time) or when the newest "
-        "generation reached its share of dedup.capacity first (capacity).",
+        "Bloom generation rotations since sketchd started: at the end of a time slice (time) "
+        "or when the newest generation reached its share of dedup.capacity first (capacity).",
         metric_type::counter,
         {}};
-    rotations.samples.push_back({{{"pipeline", config_.name}, {"reason", "time"}},
-                                 static_cast<double>(dedup_->rotations_by_time())});
-    rotations.samples.push_back({{{"pipeline", config_.name}, {"reason", "capacity"}},
-                                 static_cast<double>(dedup_->rotations_by_capacity())});
+    rotations.samples.push_back(
+        {{{"pipeline", config_.name}, {"reason", "time"}},
+         static_cast<double>(dedup_->rotations_by_time() - restored_rotations_by_time_)});
+    rotations.samples.push_back(
+        {{{"pipeline", config_.name}, {"reason", "capacity"}},
+         static_cast<double>(dedup_->rotations_by_capacity() - restored_rotations_by_capacity_)});
     out.push_back(std::move(rotations));
   }
 }
@@ -623,7 +625,11 @@ void pipeline::restore_state(std::string_view saved) {
     clock_wall_ms_ = clock_wall_ms;
     clock_live_ = false;  // the wall time of another run (see end_batch())
     advanced_ms_ = clock_ms;
+    restored_rotations_by_time_ = dedup_ ? dedup_->rotations_by_time() : 0;
+    restored_rotations_by_capacity_ = dedup_ ? dedup_->rotations_by_capacity() : 0;
   } catch (...) {
+    restored_rotations_by_time_ = 0;
+    restored_rotations_by_capacity_ = 0;
     heavy_.reset();
     dedup_.reset();
     if (heavy_options) heavy_.emplace(*heavy_options);

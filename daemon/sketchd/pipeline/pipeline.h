@@ -168,6 +168,11 @@ class pipeline {
   // The time the windows were last advanced to (end_batch()), at least clock_ms_: "now" for
   // the gauges that depend on it.
   std::int64_t advanced_ms_ = 0;
+  // The rotations a restored state had made (by time, by capacity): the exported counters
+  // count those of this run only, so that they never go backwards across a restart (a
+  // snapshot older than the last scrape would take them back).
+  std::uint64_t restored_rotations_by_time_ = 0;
+  std::uint64_t restored_rotations_by_capacity_ = 0;
 };
 
 }  // namespace sketchd
