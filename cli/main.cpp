@@ -109,14 +109,14 @@ void sized_by(std::string_view options, F&& size) {
 
 // A filter of `bytes` must fit in the memory this process may use: zeroing one that does
 // not would end in the OOM killer, after a long wait. A bad argument, named.
-void check_fits(std::string_view options, double bytes) {
+void check_fits(std::string_view options, double bytes, std::string_view what = "filter") {
   const double usable = static_cast<double>(sketch::usable_memory_bytes());
   if (bytes <= usable) return;
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   throw usage_error(
-      fmt::format("{}: the filter needs at least {:.3g} GiB, more than the {:.3g} GiB of memory "
+      fmt::format("{}: the {} needs at least {:.3g} GiB, more than the {:.3g} GiB of memory "
                   "this process may use",
-                  options, bytes / kGiB, usable / kGiB));
+                  options, what, bytes / kGiB, usable / kGiB));
 }
 
 // Every FILE must be readable before any output: a missing one is a bad argument.
@@ -174,21 +174,29 @@ class progress {
  public:
   explicit progress(const char* command)
       : command_(command), enabled_(isatty(STDERR_FILENO) == 1) {}
+  progress(const progress&) = delete;
+  progress& operator=(const progress&) = delete;
+  // Also when an error ends the command: its message then starts on a clean line.
+  ~progress() { done(); }
   template <class F>
   void tick(std::uint64_t lines, F&& describe) {
-    if (!enabled_ || (lines & 0xFFFF) != 0) return;
+    if (!enabled_ || (lines & 0x3FF) != 0) return;  // the clock every 1024 lines: ~20 ns
     const auto now = std::chrono::steady_clock::now();
     if (now - last_ < std::chrono::milliseconds(500)) return;
     last_ = now;
     std::fprintf(stderr, "\r%s: %s\033[K", command_, describe().c_str());
+    shown_ = true;
   }
-  void done() const {
-    if (enabled_) std::fprintf(stderr, "\r\033[K");
+  // Clears the progress line, if one was shown.
+  void done() {
+    if (shown_) std::fprintf(stderr, "\r\033[K");
+    shown_ = false;
   }
 
  private:
   const char* command_;
   bool enabled_;
+  bool shown_ = false;
   std::chrono::steady_clock::time_point last_{};
 };
 
@@ -291,10 +299,26 @@ int dedup_with(Filter& filter, const dedup_options& o, std::uint64_t capacity, d
   bar.done();
   if (std::fflush(stdout) != 0) throw std::runtime_error(cannot_write());
   if (unique > capacity) {
+    // Past its capacity the filter takes more and more new lines for seen ones, so `unique`
+    // undercounts: the fill tells the distinct lines better (infinite when every bit is set).
+    const double estimate = filter.estimated_items();
+    const auto distinct =
+        std::isfinite(estimate)
+            ? std::max(unique, static_cast<std::uint64_t>(std::min(estimate, 1e18)))
+            : unique;
+    const std::string how_many =
+        std::isfinite(estimate)
+            ? fmt::format("about {} distinct lines (estimated from the filter's fill)", distinct)
+            : fmt::format(
+                  "more than {} distinct lines (the filter is full: every line after it "
+                  "filled up was taken as seen)",
+                  distinct);
     print_stderr(fmt::format(
-        "sketch dedup: {} distinct lines, more than --items {}: the false-positive rate grew from "
-        "{} to about {}; rerun with --items {}\n",
-        unique, capacity, decimal(target), decimal(filter.estimated_fpr()), unique));
+        "sketch dedup: {}, more than --items {}: the false-positive rate grew from {} to about "
+        "{}; rerun with {}\n",
+        how_many, capacity, decimal(target), decimal(filter.estimated_fpr()),
+        std::isfinite(estimate) ? fmt::format("--items {} or more", distinct + distinct / 4)
+                                : std::string("a much larger --items")));
   }
   return 0;
 }
@@ -315,15 +339,21 @@ int run_dedup(const dedup_options& o) {
   check_readable(o.files);
   // A line out per line in: a large buffer saves write calls. Static, because stdout uses it
   // until exit() flushes it, after every local is gone when an exception ends the command.
+  // On a terminal, each line shows as soon as it is first seen (`tail -f log | sketch dedup`).
   static char out_buffer[1 << 20];
-  std::setvbuf(stdout, out_buffer, _IOFBF, sizeof out_buffer);
-  // The bits either layout takes, within a block of 256 bits, for the memory check.
+  if (isatty(STDOUT_FILENO) == 0) std::setvbuf(stdout, out_buffer, _IOFBF, sizeof out_buffer);
+  // The bits the filter of this layout takes (within a block of 256 bits), for the memory
+  // check before it is allocated: a blocked filter needs more than a classic one at a low
+  // --fpr (3 times at 1e-7).
+  double bits = 0;
   if (o.bits_per_item) {
-    check_fits(sizing, *o.bits_per_item * static_cast<double>(n) / 8);
+    bits = *o.bits_per_item * static_cast<double>(n);
+  } else if (layout == "classic") {
+    sized_by(sizing, [&] { bits = static_cast<double>(bloom_math::suggest_classic(n, p).bits); });
   } else {
-    check_fits(sizing,
-               -static_cast<double>(n) * std::log(p) / (std::numbers::ln2 * std::numbers::ln2) / 8);
+    sized_by(sizing, [&] { bits = static_cast<double>(blocked_bloom_filter::bits_for(n, p)); });
   }
+  check_fits(sizing, bits / 8);
   if (layout == "classic") {
     std::optional<bloom_filter> f;
     if (o.bits_per_item) {
@@ -374,6 +404,9 @@ int run_topk(const topk_options& o) {
   std::optional<count_min_sketch> cms;
   sized_by("--epsilon", [&] { width = count_min_sketch::suggest_width(o.epsilon); });
   sized_by("--delta", [&] { depth = count_min_sketch::suggest_depth(o.delta); });
+  check_fits("--epsilon, --delta",
+             static_cast<double>(width) * static_cast<double>(depth) * sizeof(std::uint32_t),
+             "sketch");
   sized_by("--epsilon, --delta",
            [&] { cms.emplace(width, depth, kDefaultSeed, /*conservative=*/true); });
   // Candidates: a few times k, so that items near the k-th do not push each other out.
@@ -480,6 +513,16 @@ int run_main(int argc, char** argv) {
                      [&](const CLI::App* c) { return c->check_name(argv[1]); })) {
       throw usage_error(
           fmt::format("{}: not a command (size, fpr, dedup or topk; see sketch --help)", argv[1]));
+    }
+    // And an option before the command as a missing command, or as a missing option.
+    if (argc > 1 && argv[1][0] == '-' && argv[1][1] != '\0') {
+      const std::string_view first = argv[1];
+      if (first != "-h" && first != "--help" && first != "--help-all" && first != "--version") {
+        throw usage_error(fmt::format(
+            "{}: not an option of sketch itself; a command's options go after it (sketch COMMAND "
+            "[OPTIONS]; see sketch --help)",
+            first.substr(0, first.find('='))));
+      }
     }
     app.parse(argc, argv);
     if (*size_cmd) status = run_size(size);

@@ -286,7 +286,7 @@ bool sketches_fit_in_memory(const config& cfg) {
   if (peak <= limit) return true;
   spdlog::critical(
       "the pipelines' sketches{} need at least {:.3g} GiB ({}){}, more than the {:.3g} GiB of "
-      "memory this process may use (the machine's, or its cgroup's limit): lower "
+      "memory this process may use (the machine's, or its cgroup's or ulimit's limit): lower "
       "dedup.capacity{} or heavy_hitters.buckets, or raise dedup.fpr, heavy_hitters.epsilon or "
       "heavy_hitters.delta (sketch size prints a filter's size; docs/OPERATIONS.md, sizing)",
       table > 0 ? " and the generator's table" : "", static_cast<double>(need + table) / kGiB,

@@ -8,7 +8,9 @@ namespace sketch {
 
 // The machine's physical memory, or the limit of the process's cgroup when that is lower
 // (v2 memory.max of its own cgroup or of the root of its namespace, v1
-// memory.limit_in_bytes). Linux; elsewhere the physical memory alone.
+// memory.limit_in_bytes of its own cgroup or of the root), or its address-space limit
+// (RLIMIT_AS, `ulimit -v`) when that is lower still. Linux; elsewhere the physical memory
+// alone.
 [[nodiscard]] std::uint64_t usable_memory_bytes();
 
 }  // namespace sketch

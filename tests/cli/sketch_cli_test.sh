@@ -293,7 +293,27 @@ expect_usage_error "--bits-per-item" dedup --fpr 0.01 --bits-per-item 10
 expect_usage_error "--hashes" dedup --hashes 7
 # A filter that cannot fit in memory (1.7 TiB) is refused before it is allocated, at once,
 # instead of zeroing memory until the OOM killer comes.
-expect_usage_error "more than the" dedup --items 1000G --fpr 0.001
+expect_usage_error "--items, --fpr: " dedup --items 1000G --fpr 0.001
+expect_usage_error "more than the" dedup --items 50G --fpr 0.001
+# The check sizes the filter of the layout asked for: at --fpr 1e-9 the blocked filter
+# needs 7 times the bits of a classic one (here 18.5 GiB against 2.5 GiB) and is refused
+# under an address-space limit of 8 GiB, the classic one is not.
+printf '#!/bin/sh\nulimit -v 8388608 && exec "%s" "$@"\n' "$sketch" >"$work/sketch-8g"
+chmod +x "$work/sketch-8g"
+unlimited=$sketch
+sketch=$work/sketch-8g
+if ! "$sketch" --version >/dev/null 2>&1; then
+  # A sanitizer's shadow memory alone takes more address space than that.
+  echo "skipped: the memory check under ulimit -v (this build does not start under it)"
+else
+  expect_usage_error "the filter needs at least 18.5 GiB" dedup --items 500M --fpr 1e-9
+  if "$sketch" dedup --items 500M --fpr 1e-9 --layout classic </dev/null >/dev/null 2>"$work/usage.err"; then
+    ok "sketch dedup --items 500M --fpr 1e-9 --layout classic fits in 8 GiB"
+  else
+    fail "sketch dedup --items 500M --fpr 1e-9 --layout classic under 8 GiB: $(cat "$work/usage.err")"
+  fi
+fi
+sketch=$unlimited
 expect_usage_error "more than the" dedup --items 100G --bits-per-item 100 --hashes 7
 expect_usage_error "--hashes" dedup --bits-per-item 10 --hashes 7 --layout blocked
 expect_usage_error "--bits-per-item" dedup --bits-per-item 0
@@ -403,7 +423,7 @@ fi
 
 # ---- progress: on stderr when it is a terminal, never otherwise --------------------------
 if python3 - "$sketch" "$work/lines.txt" <<'EOF'; then ok "progress only on a terminal"; else fail "progress"; fi
-import os, pty, subprocess, sys
+import os, pty, re, subprocess, sys
 sketch, lines = sys.argv[1], sys.argv[2]
 primary, secondary = pty.openpty()
 p = subprocess.run([sketch, "dedup", lines], stdout=subprocess.DEVNULL, stderr=secondary)
@@ -419,7 +439,8 @@ while True:
     shown += chunk
 quiet = subprocess.run([sketch, "dedup", lines], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 print(f"  on a terminal: {shown[:60]!r}…; to a pipe: {quiet.stderr!r}")
-sys.exit(p.returncode != 0 or b"sketch dedup: 65536 lines" not in shown or quiet.stderr != b"")
+sys.exit(p.returncode != 0 or re.search(rb"sketch dedup: \d+ lines", shown) is None
+         or not shown.endswith(b"\r\x1b[K") or quiet.stderr != b"")
 EOF
 
 if ((failures > 0)); then
