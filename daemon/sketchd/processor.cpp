@@ -42,6 +42,7 @@ processor::processor(const config& cfg, std::vector<pipeline*> pipelines,
   verdicts_.resize(pipelines_.size());
   cursors_.assign(pipelines_.size(), 0);
   heavy_events_.resize(pipelines_.size());
+  heavy_events_dropped_.resize(pipelines_.size());
   for (std::size_t i = 0; i < pipelines_.size(); ++i) {
     inputs_[i].reserve(cfg.kafka.batch_size);
     verdicts_[i].reserve(cfg.kafka.batch_size);
@@ -166,6 +167,18 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
                      : 0.0,
                  100.0 * hh.threshold);
       if (outputs_[i].alert) send_alert(i, e, wall_ms);
+    }
+    if (pipelines_[i]->config().heavy_hitters) {
+      const std::uint64_t dropped = pipelines_[i]->counters().heavy_events_dropped;
+      if (dropped > heavy_events_dropped_[i]) {
+        logger("pipeline")
+            ->warn(
+                "{}: {} heavy-hitter enter/leave events were lost, more in one batch than the "
+                "top-k tracker's event buffer holds: this log and heavy_hitters.alerts_topic miss "
+                "them; GET /api/v1/pipelines/{}/topk gives the current heavy set",
+                pipelines_[i]->name(), dropped - heavy_events_dropped_[i], pipelines_[i]->name());
+      }
+      heavy_events_dropped_[i] = dropped;
     }
   }
   warn_extract_failures(wall_ms);

@@ -152,6 +152,7 @@ class processor {
   std::vector<std::vector<verdict>> verdicts_;
   std::vector<std::size_t> cursors_;
   std::vector<std::vector<sketch::heavy_event>> heavy_events_;  // of the batch, by pipeline
+  std::vector<std::uint64_t> heavy_events_dropped_;             // as last seen, by pipeline
 
   std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> positions_;  // assigned partitions
   std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> restored_;

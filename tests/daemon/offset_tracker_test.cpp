@@ -198,5 +198,49 @@ TEST(OffsetTracker, RandomOrderMatchesTheDefinition) {
   EXPECT_EQ(t.pending_messages(), 0u);
 }
 
+// The same with registrations and acknowledgements interleaved, so that the queue of
+// incomplete messages wraps around its array and grows while wrapped.
+TEST(OffsetTracker, InterleavedRegistrationsMatchTheDefinition) {
+  std::mt19937_64 rng(7);
+  offset_tracker t;
+  const std::size_t s = t.slot(0, 0);
+  std::vector<offset_tracker::ticket> tickets;
+  std::vector<bool> acked;
+  std::vector<std::size_t> outstanding;  // message indexes not yet acknowledged
+  std::int64_t committed = -1;
+  for (int round = 0; round < 300; ++round) {
+    const std::size_t adds = rng() % (round % 50 == 49 ? 300 : 40);
+    for (std::size_t i = 0; i < adds; ++i) {
+      tickets.push_back(t.add(s, static_cast<std::int64_t>(tickets.size()), 1));
+      acked.push_back(false);
+      outstanding.push_back(tickets.size() - 1);
+    }
+    std::shuffle(outstanding.begin(), outstanding.end(), rng);
+    const std::size_t reports = std::min<std::size_t>(outstanding.size(), rng() % 45);
+    for (std::size_t i = 0; i < reports; ++i) {
+      const std::size_t m = outstanding.back();
+      outstanding.pop_back();
+      t.report(tickets[m], true);
+      acked[m] = true;
+    }
+    std::int64_t expected = 0;
+    while (expected < static_cast<std::int64_t>(acked.size()) &&
+           acked[static_cast<std::size_t>(expected)]) {
+      ++expected;
+    }
+    const auto d = drain(t);
+    if (d.count({0, 0})) committed = d.at({0, 0});
+    if (expected > 0) {
+      ASSERT_EQ(committed, expected) << "round " << round;
+    }
+    ASSERT_EQ(t.pending_messages(), outstanding.size()) << "round " << round;
+  }
+  for (const std::size_t m : outstanding) t.report(tickets[m], true);
+  const auto d = drain(t);
+  if (d.count({0, 0})) committed = d.at({0, 0});
+  EXPECT_EQ(committed, static_cast<std::int64_t>(tickets.size()));
+  EXPECT_EQ(t.pending_messages(), 0U);
+}
+
 }  // namespace
 }  // namespace sketchd::kafka

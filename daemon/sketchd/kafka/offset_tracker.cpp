@@ -53,7 +53,7 @@ bool offset_tracker::report(ticket t, bool ok) noexcept {
   if (index >= slots_.size()) return ok;
   slot_state& s = slots_[index];
   const std::uint64_t seq = t & kSeqMask;
-  // Position in the deque, modulo 2^42; a sequence behind it is a retained message's (or
+  // Position in the ring, modulo 2^42; a sequence behind it is a retained message's (or
   // a complete one's, which has nothing left to report).
   const std::uint64_t at = (seq - (s.base_seq & kSeqMask)) & kSeqMask;
   if (at >= s.entries.size()) return report_retained(index, s, seq, ok);

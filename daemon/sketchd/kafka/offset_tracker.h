@@ -32,7 +32,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <limits>
 #include <string>
 #include <vector>
@@ -98,11 +97,50 @@ class offset_tracker {
     std::uint64_t seq;
     entry e;
   };
+  // A queue in one array whose size is a power of two, doubled when full and never shrunk:
+  // once it has held a batch's messages, registering more allocates nothing (a std::deque
+  // allocated a block for every 32 entries, on the path of each forwarding message).
+  class entry_ring {
+   public:
+    [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+    [[nodiscard]] std::size_t size() const noexcept { return size_; }
+    entry& operator[](std::size_t i) noexcept {
+      return buffer_[(head_ + i) & (buffer_.size() - 1)];
+    }
+    const entry& operator[](std::size_t i) const noexcept {
+      return buffer_[(head_ + i) & (buffer_.size() - 1)];
+    }
+    entry& front() noexcept { return (*this)[0]; }
+    void push_back(const entry& e) {
+      if (size_ == buffer_.size()) grow();
+      ++size_;
+      (*this)[size_ - 1] = e;
+    }
+    void pop_front() noexcept {
+      head_ = (head_ + 1) & (buffer_.size() - 1);
+      --size_;
+    }
+    void clear() noexcept {
+      head_ = 0;
+      size_ = 0;
+    }
+
+   private:
+    void grow() {
+      std::vector<entry> bigger(std::max<std::size_t>(64, 2 * buffer_.size()));
+      for (std::size_t i = 0; i < size_; ++i) bigger[i] = (*this)[i];
+      buffer_ = std::move(bigger);
+      head_ = 0;
+    }
+    std::vector<entry> buffer_;
+    std::size_t head_ = 0;
+    std::size_t size_ = 0;
+  };
   struct slot_state {
     std::size_t topic_index = 0;
     std::int32_t partition = 0;
     std::uint64_t base_seq = 0;  // sequence of entries.front()
-    std::deque<entry> entries;   // incomplete messages, and complete ones behind them
+    entry_ring entries;          // incomplete messages, and complete ones behind them
     std::vector<retained_entry> retained;  // of earlier assignments, by increasing seq
     std::int64_t committable = -1;
     bool dirty = false;

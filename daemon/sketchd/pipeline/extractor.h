@@ -77,8 +77,10 @@ class extractor {
   // that parse only when the parse proves it one whole JSON document; the first doubtful
   // value is parsed alone, and the next group is shorter while bad values come often
   // (down to kMinGroup). After a group where nothing was proven whole, the next groups are
-  // parsed one by one for a while (1, 2, 4 … 64 groups). No allocation, except for a single
-  // message larger than every earlier one (as extract()).
+  // parsed one by one for a while (1, 2, 4 … 64 groups). No allocation per message, except
+  // for a single message larger than every earlier one (as extract()); per joined group,
+  // Debian's simdjson (built with threads) allocates and frees the small worker of its
+  // parse_many stream, and takes its mutex: twice per group of up to 256 messages.
   static constexpr std::size_t kBatchMessages = 256;
   static constexpr std::size_t kMinGroup = 8;
   static constexpr std::size_t kBatchBytes = 256 * 1024;

@@ -174,6 +174,7 @@ std::vector<sketch::heavy_event> pipeline::end_batch(std::int64_t wall_ms) {
     if (move) heavy_->advance(now);
     heavy_->refresh();
     events = heavy_->drain_events();
+    local_.heavy_events_dropped = heavy_->tracker().dropped_events();
     for (const auto& e : events) {
       if (e.kind == sketch::heavy_event::kind::enter) {
         ++local_.heavy_enter;

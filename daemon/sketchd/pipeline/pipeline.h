@@ -44,6 +44,9 @@ struct pipeline_counters {
   std::uint64_t forward_failures = 0;
   std::uint64_t heavy_enter = 0;
   std::uint64_t heavy_leave = 0;
+  // Enter/leave events lost because more came in one batch than the top-k tracker's event
+  // buffer holds (none in practice: logged by the processor when it happens).
+  std::uint64_t heavy_events_dropped = 0;
   std::array<std::uint64_t, kExtractFailureCount> failures{};
 };
 
