@@ -169,6 +169,14 @@ std::vector<sketch::heavy_event> pipeline::end_batch(std::int64_t wall_ms) {
   }
   const bool move = now > 0;  // 0: an event clock that has seen nothing yet
   if (move) advanced_ms_ = std::max(advanced_ms_, now);
+  // The lock is released however this ends (drain_events() allocates): held on, it would
+  // block every reader and fail the next begin_batch().
+  struct unlock_on_exit {
+    std::unique_lock<std::mutex>& lock;
+    ~unlock_on_exit() {
+      if (lock.owns_lock()) lock.unlock();
+    }
+  } unlock{batch_lock_};
   std::vector<sketch::heavy_event> events;
   if (heavy_) {
     if (move) heavy_->advance(now);
@@ -185,7 +193,6 @@ std::vector<sketch::heavy_event> pipeline::end_batch(std::int64_t wall_ms) {
   }
   if (dedup_ && move) dedup_->advance(now);
   published_ = local_;
-  if (batch_lock_.owns_lock()) batch_lock_.unlock();
   return events;
 }
 
