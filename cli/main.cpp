@@ -88,9 +88,12 @@ double parse_probability(const std::string& option, double p, double max = 1.0) 
 // A probability as a plain decimal number with six significant digits (no exponent).
 std::string decimal(double p) {
   if (p <= 0) return "0";
-  if (p >= 1) return "1";
-  const int digits = std::max(0, 5 - static_cast<int>(std::floor(std::log10(p))));
-  return fmt::format("{:.{}f}", p, digits);
+  // Rounded to six significant digits first, so that the number of decimals follows the
+  // rounded value (0.000999999996 is 0.00100000, not 0.001000000).
+  const double rounded = std::stod(fmt::format("{:.5e}", p));
+  if (rounded >= 1) return "1";
+  const int digits = std::max(0, 5 - static_cast<int>(std::floor(std::log10(rounded))));
+  return fmt::format("{:.{}f}", rounded, digits);
 }
 
 // Runs `size`, which sizes or builds a filter or sketch from the options named by `options`:

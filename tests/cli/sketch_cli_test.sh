@@ -68,8 +68,10 @@ field() { sed -n "s/^$1: //p" <<<"$2"; }
 # ---- size and fpr ----------------------------------------------------------------------
 expect_lines "size, blocked (README)" $'bits: 168898304\nbytes: 21112288\nhashes: 8\nbits_per_item: 16.8898\nfpr: 0.000999994' \
   -- size --items 10M --fpr 0.001
-expect_lines "size, classic (README)" $'bits: 143776394\nbytes: 17972050\nhashes: 10\nbits_per_item: 14.3776\nfpr: 0.001000000' \
+expect_lines "size, classic (README)" $'bits: 143776394\nbytes: 17972050\nhashes: 10\nbits_per_item: 14.3776\nfpr: 0.00100000' \
   -- size --items 10M --fpr 0.001 --layout classic
+# Six significant digits of the rounded value: a rate just below 1 rounds to 1.
+expect_lines "fpr, nearly 1" '1' -- fpr --bits 100 --items 1600 --hashes 1
 # Seed 003: n = 5,000,000, k = 30 vectors of 2,500,000 bits → 1.28%.
 expect_near "fpr, partitioned (seed 003: 1.28%)" 0.0128 0.01 -- fpr --bits 2500000 --items 5000000 --hashes 30 --layout partitioned
 # Seed 000: the spell checker, 8 bits per word and 5 hash functions → about 2%.
