@@ -199,5 +199,33 @@ TEST(Pipeline, IdleEventClockSlidesByTheWallClock) {
   (void)p.end_batch(wall + 60'000);
 }
 
+// After a restore, the first item may be older than the restored clock (read again since
+// the snapshot): the clock stays where it was, and from then on an idle stream slides it by
+// the wall time since that item, not by the time since the snapshot was written.
+TEST(Pipeline, RestoredEventClockSlidesFromTheFirstItemReadAgain) {
+  const std::int64_t wall = 1'790'000'000'000;
+  message_view m;
+  const std::string value = R"({"user":{"id":"u0"}})";
+  m.value = value;
+  pipeline before(json_config());
+  const std::int64_t last = wall - 3'600'000;  // snapshot an hour ago
+  before.begin_batch();
+  (void)before.process(m, last, last);
+  (void)before.end_batch(last);
+
+  pipeline after(json_config());
+  after.restore_state(before.save_state());
+  after.begin_batch();
+  EXPECT_EQ(after.process(m, last - 1000, wall), verdict::duplicate);  // read again
+  (void)after.end_batch(wall);
+  EXPECT_EQ(after.clock_ms(), last);
+  after.begin_batch();
+  (void)after.end_batch(wall + 4000);  // 4 s idle: the 10 s windows still hold both u0
+  EXPECT_EQ(after.summary().window_items, 2U);
+  after.begin_batch();
+  (void)after.end_batch(wall + 20'000);  // 20 s idle: they no longer do
+  EXPECT_EQ(after.summary().window_items, 0U);
+}
+
 }  // namespace
 }  // namespace sketchd

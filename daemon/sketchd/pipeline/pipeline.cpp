@@ -66,6 +66,11 @@ std::int64_t pipeline::clock_of(std::int64_t event_ms, std::int64_t wall_ms) noe
     clock_ms_ = t;
     clock_wall_ms_ = wall_ms;
     clock_live_ = true;
+  } else if (!clock_live_) {
+    // The first item of the run is older than the restored clock (read again since the
+    // snapshot): the clock stays, and an idle stream slides it from now on.
+    clock_wall_ms_ = wall_ms;
+    clock_live_ = true;
   }
   return t;
 }

@@ -161,8 +161,8 @@ class pipeline {
   pipeline_counters published_;                // under mutex_
   // The pipeline's clock: the latest time seen, and the wall time when it was seen, so
   // that an idle event-time stream still slides its windows. clock_wall_ms_ is of this run
-  // only once an item has moved the clock since the start or the restore (clock_live_):
-  // until then an event-time clock holds still, so that a backlog (messages produced while
+  // only once an item has come since the start or the restore (clock_live_): until then an
+  // event-time clock holds still, so that a backlog (messages produced while
   // sketchd was down or before it started) is counted at its own times, not at the time the
   // first empty batch came.
   std::int64_t clock_ms_ = 0;
