@@ -148,21 +148,24 @@ TEST(Pipeline, EventClockHoldsStillUntilTheFirstItem) {
   EXPECT_EQ(p.clock_ms(), wall - 1000);
 }
 
+// The saved state of a pipeline that has seen u0 at `t` (on both clocks).
+std::string state_after_u0_at(std::int64_t t) {
+  pipeline p(json_config());
+  message_view m;
+  const std::string value = R"({"user":{"id":"u0"}})";
+  m.value = value;
+  p.begin_batch();
+  (void)p.process(m, t, t);
+  (void)p.end_batch(t);
+  return p.save_state();
+}
+
 // The same after a restart from a snapshot: the restored clock holds still until an item
 // moves it, so that the backlog of the downtime lands at its own times.
 TEST(Pipeline, RestoredEventClockHoldsStillUntilTheFirstItem) {
   const std::int64_t wall = 1'790'000'000'000;
-  pipeline before(json_config());
-  message_view m;
-  const std::string value = R"({"user":{"id":"u0"}})";
-  m.value = value;
-  const std::int64_t last = wall - 3'600'000;  // stopped an hour before
-  before.begin_batch();
-  (void)before.process(m, last, last);
-  (void)before.end_batch(last);
-
   pipeline after(json_config());
-  after.restore_state(before.save_state());
+  after.restore_state(state_after_u0_at(wall - 3'600'000));  // stopped an hour before
   const backlog_run run = read_backlog(after, wall);
   for (int s : {0, 20, 40}) EXPECT_EQ(run.verdicts[s], verdict::first_seen) << "u0 at " << s;
   EXPECT_GE(run.window_items, 8U);
@@ -204,17 +207,12 @@ TEST(Pipeline, IdleEventClockSlidesByTheWallClock) {
 // the wall time since that item, not by the time since the snapshot was written.
 TEST(Pipeline, RestoredEventClockSlidesFromTheFirstItemReadAgain) {
   const std::int64_t wall = 1'790'000'000'000;
+  const std::int64_t last = wall - 3'600'000;  // snapshot an hour ago
+  pipeline after(json_config());
+  after.restore_state(state_after_u0_at(last));
   message_view m;
   const std::string value = R"({"user":{"id":"u0"}})";
   m.value = value;
-  pipeline before(json_config());
-  const std::int64_t last = wall - 3'600'000;  // snapshot an hour ago
-  before.begin_batch();
-  (void)before.process(m, last, last);
-  (void)before.end_batch(last);
-
-  pipeline after(json_config());
-  after.restore_state(before.save_state());
   after.begin_batch();
   EXPECT_EQ(after.process(m, last - 1000, wall), verdict::duplicate);  // read again
   (void)after.end_batch(wall);
