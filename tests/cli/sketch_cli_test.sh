@@ -296,24 +296,27 @@ expect_usage_error "--hashes" dedup --hashes 7
 # A filter that cannot fit in memory (1.7 TiB) is refused before it is allocated, at once,
 # instead of zeroing memory until the OOM killer comes.
 expect_usage_error "--items, --fpr: " dedup --items 1000G --fpr 0.001
-expect_usage_error "more than the" dedup --items 50G --fpr 0.001
-# The check sizes the filter of the layout asked for: at --fpr 1e-9 the blocked filter
-# needs 7 times the bits of a classic one (here 18.5 GiB against 2.5 GiB) and is refused
-# under an address-space limit of 8 GiB, the classic one is not.
-printf '#!/bin/sh\nulimit -v 8388608 && exec "%s" "$@"\n' "$sketch" >"$work/sketch-8g"
-chmod +x "$work/sketch-8g"
+# Under an address-space limit of 1 GiB (ulimit -v), whatever the machine's memory: a
+# filter over the limit is refused before it is allocated. The check sizes the filter of
+# the layout asked for: at --fpr 1e-9 the blocked filter needs 7 times the bits of a
+# classic one (here 1.48 GiB against 206 MiB), so it is refused, the classic one is not.
+printf '#!/bin/sh\nulimit -v 1048576 && exec "%s" "$@"\n' "$sketch" >"$work/sketch-1g"
+chmod +x "$work/sketch-1g"
 unlimited=$sketch
-sketch=$work/sketch-8g
+sketch=$work/sketch-1g
 if ! "$sketch" --version >/dev/null 2>&1; then
   # A sanitizer's shadow memory alone takes more address space than that.
-  echo "skipped: the memory check under ulimit -v (this build does not start under it)"
+  echo "skipped: the memory checks under ulimit -v (this build does not start under it)"
 else
-  expect_usage_error "the filter needs at least 18.5 GiB" dedup --items 500M --fpr 1e-9
-  if "$sketch" dedup --items 500M --fpr 1e-9 --layout classic </dev/null >/dev/null 2>"$work/usage.err"; then
-    ok "sketch dedup --items 500M --fpr 1e-9 --layout classic fits in 8 GiB"
+  expect_usage_error "--items, --fpr: the filter needs at least 98.3 GiB, more than the 1 GiB" \
+    dedup --items 50G --fpr 0.001
+  expect_usage_error "the filter needs at least 1.48 GiB, more than the 1 GiB" dedup --items 40M --fpr 1e-9
+  if "$sketch" dedup --items 40M --fpr 1e-9 --layout classic </dev/null >/dev/null 2>"$work/usage.err"; then
+    ok "sketch dedup --items 40M --fpr 1e-9 --layout classic fits in 1 GiB"
   else
-    fail "sketch dedup --items 500M --fpr 1e-9 --layout classic under 8 GiB: $(cat "$work/usage.err")"
+    fail "sketch dedup --items 40M --fpr 1e-9 --layout classic under 1 GiB: $(cat "$work/usage.err")"
   fi
+  expect_usage_error "--epsilon, --delta: the sketch needs at least" topk --epsilon 2e-8 --delta 1e-9
 fi
 sketch=$unlimited
 expect_usage_error "more than the" dedup --items 100G --bits-per-item 100 --hashes 7

@@ -68,7 +68,7 @@ cat >"$work/sketchd.yaml" <<EOF
 kafka:
   brokers: "$bootstrap"
   group_id: itest-counts
-  properties: { session.timeout.ms: 6000 }
+  properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 1000 }
 http:
   listen: "127.0.0.1:$port"
 pipelines:

@@ -26,6 +26,7 @@ kafka:
   group_id: itest-promtool
   properties:
     session.timeout.ms: 6000
+    heartbeat.interval.ms: 1000
     statistics.interval.ms: 1000
     auto.commit.interval.ms: 1000
 http:

@@ -39,7 +39,7 @@ cat >"$work/sketchd.yaml" <<EOF
 kafka:
   brokers: "$bootstrap"
   group_id: $group
-  properties: { session.timeout.ms: 6000 }
+  properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 1000 }
   batch_size: 500
 http:
   listen: "127.0.0.1:$port"
@@ -157,7 +157,7 @@ stop_daemon sketchd-d
 keyed_lines 100000 100 | produce "$topic" -K'|'
 # No periodic commit (by default every 5 s): the offsets of E's 200 messages are left for
 # the final commit, which cannot be answered.
-sed 's/session.timeout.ms: 6000 }/session.timeout.ms: 6000, auto.commit.interval.ms: 600000 }/' \
+sed 's/heartbeat.interval.ms: 1000 }/heartbeat.interval.ms: 1000, auto.commit.interval.ms: 600000 }/' \
   "$work/sketchd.yaml" >"$work/sketchd-e.yaml"
 grep -q 'auto.commit.interval.ms: 600000' "$work/sketchd-e.yaml" || fail "cannot write sketchd-e.yaml"
 start_daemon "$work/sketchd-e.yaml" sketchd-e

@@ -43,7 +43,7 @@ cat >"$work/sketchd.yaml" <<EOF
 kafka:
   brokers: "$bootstrap"
   group_id: itest-faults
-  properties: { session.timeout.ms: 6000 }
+  properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 1000 }
   batch_size: 500
 http:
   listen: "127.0.0.1:$port"

@@ -28,7 +28,7 @@ cat >"$work/sketchd.yaml" <<EOF
 kafka:
   brokers: "$bootstrap"
   group_id: itest-failure
-  properties: { session.timeout.ms: 6000, message.timeout.ms: 3000 }
+  properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 1000, message.timeout.ms: 3000 }
   batch_size: 100
 http:
   listen: "127.0.0.1:$port"

@@ -31,7 +31,7 @@ config() {
 kafka:
   brokers: "$bootstrap"
   group_id: itest-group-restart
-  properties: { session.timeout.ms: 6000, statistics.interval.ms: 500 }
+  properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 1000, statistics.interval.ms: 500 }
   batch_size: 200
 http:
   listen: "127.0.0.1:$2"

@@ -36,7 +36,7 @@ cat >"$work/sketchd.yaml" <<EOF
 kafka:
   brokers: "$bootstrap"
   group_id: itest-stuck
-  properties: { session.timeout.ms: 6000, queue.buffering.max.messages: 100 }
+  properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 1000, queue.buffering.max.messages: 100 }
 http:
   listen: "127.0.0.1:$port"
 state:

@@ -99,7 +99,7 @@ kafka:
   brokers: "$bootstrap"
   group_id: itest-prometheus
   # Statistics (the consumer lag) and commits every second.
-  properties: { session.timeout.ms: 6000, statistics.interval.ms: 1000, auto.commit.interval.ms: 1000 }
+  properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 1000, statistics.interval.ms: 1000, auto.commit.interval.ms: 1000 }
 http:
   listen: "127.0.0.1:$port"
 state:

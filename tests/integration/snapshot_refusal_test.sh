@@ -29,7 +29,7 @@ write_config() {
 kafka:
   brokers: "$bootstrap"
   group_id: itest-refusal
-  properties: { session.timeout.ms: 6000 }
+  properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 1000 }
 http:
   listen: "127.0.0.1:$port"
 state:

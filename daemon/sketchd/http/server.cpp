@@ -225,9 +225,10 @@ void http_server::routes() {
   s.new_task_queue = [] { return new growing_pool; };  // owned by httplib
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second
   // sketchd on the same address starts and the kernel splits the scrapes between the two.
-  s.set_socket_options([](socket_t sock) {
+  s.set_socket_options([this](socket_t sock) {
     const int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_socket_ = sock;
   });
 
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -354,6 +355,11 @@ int http_server::start() {
     throw std::runtime_error(
         fmt::format("http: cannot listen on {} (address in use or not available)", config_.listen));
   }
+  // Debian's httplib is a compiled library that listens with a backlog of 5: connections
+  // beyond that while the acceptor is busy (a burst of scrapers and API clients) would see
+  // their first SYN dropped and wait a second for the retry. Listening again sets the
+  // backlog (Linux).
+  if (listen_socket_ >= 0) ::listen(listen_socket_, SOMAXCONN);
   thread_ = std::thread([this] {
     server_->listen_after_bind();
     listen_returned_ = true;

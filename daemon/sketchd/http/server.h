@@ -62,6 +62,7 @@ class http_server {
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   std::atomic<bool> listen_returned_{false};  // set by thread_ when httplib's loop has ended
+  int listen_socket_ = -1;  // the socket httplib last created to listen on (start())
 };
 
 }  // namespace sketchd
