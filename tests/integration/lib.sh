@@ -106,11 +106,15 @@ start_background() {
 # now_us: the wall clock in microseconds.
 now_us() { echo "${EPOCHREALTIME/./}"; }
 
-# stop_process PID [SECONDS]: sends SIGTERM and waits at most SECONDS (default 5) for the
-# exit. Sets $stop_status to the exit status and $stop_ms to the time it took in ms;
-# returns 1 (after SIGKILL) when the process did not exit in time.
+# ITEST_SLOW: how many times slower this build runs than an optimised one (set by ctest
+# for sanitizer builds); the waits below allow for it.
+slow=${ITEST_SLOW:-1}
+
+# stop_process PID [SECONDS]: sends SIGTERM and waits at most SECONDS (default 5; times
+# ITEST_SLOW) for the exit. Sets $stop_status to the exit status and $stop_ms to the time it
+# took in ms; returns 1 (after SIGKILL) when the process did not exit in time.
 stop_process() {
-  local pid=$1 limit=${2:-5} signal=${3:-TERM}
+  local pid=$1 limit=$((${2:-5} * slow)) signal=${3:-TERM}
   local start
   start=$(now_us)
   kill -"$signal" "$pid" 2>/dev/null || true
@@ -216,7 +220,7 @@ start_daemon() {
 
 # wait_http URL SECONDS [PID]: waits until URL answers 200; fails when PID exits first.
 wait_http() {
-  local url=$1 limit=$2 pid=${3:-}
+  local url=$1 limit=$(($2 * slow)) pid=${3:-}
   local deadline=$((SECONDS + limit))
   while ((SECONDS < deadline)); do
     if [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$url" || true) == 200 ]]; then
@@ -277,7 +281,7 @@ expect_values() {
 # numeric comparison OP (-eq, -ne, -ge, -gt, -le, -lt) with TARGET; fails after SECONDS.
 # Leaves the last scrape in $work/metrics.txt and the value in $metric.
 wait_metric() {
-  local series=$1 op=$2 target=$3 limit=$4
+  local series=$1 op=$2 target=$3 limit=$(($4 * slow))
   local deadline=$((SECONDS + limit))
   metric=
   while ((SECONDS < deadline)); do
