@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <new>
@@ -90,7 +91,8 @@ std::string decimal(double p) {
   if (p <= 0) return "0";
   // Rounded to six significant digits first, so that the number of decimals follows the
   // rounded value (0.000999999996 is 0.00100000, not 0.001000000).
-  const double rounded = std::stod(fmt::format("{:.5e}", p));
+  // strtod, not stod: stod throws on a subnormal result (1e-310), which is a fine answer.
+  const double rounded = std::strtod(fmt::format("{:.5e}", p).c_str(), nullptr);
   if (rounded >= 1) return "1";
   const int digits = std::max(0, 5 - static_cast<int>(std::floor(std::log10(rounded))));
   return fmt::format("{:.{}f}", rounded, digits);
@@ -175,8 +177,12 @@ void print_error(std::string_view message) noexcept {
 // Progress on stderr, only when it is a terminal, at most twice a second.
 class progress {
  public:
-  explicit progress(const char* command)
-      : command_(command), enabled_(isatty(STDERR_FILENO) == 1) {}
+  // `quiet_on_output_terminal`: no progress when the output goes to a terminal as well (the
+  // output lines would run into the progress line).
+  explicit progress(const char* command, bool quiet_on_output_terminal = false)
+      : command_(command),
+        enabled_(isatty(STDERR_FILENO) == 1 &&
+                 !(quiet_on_output_terminal && isatty(STDOUT_FILENO) == 1)) {}
   progress(const progress&) = delete;
   progress& operator=(const progress&) = delete;
   // Also when an error ends the command: its message then starts on a clean line.
@@ -280,7 +286,7 @@ struct dedup_options {
 template <class Filter>
 int dedup_with(Filter& filter, const dedup_options& o, std::uint64_t capacity, double target) {
   line_reader reader(o.files);
-  progress bar("sketch dedup");
+  progress bar("sketch dedup", /*quiet_on_output_terminal=*/true);
   std::uint64_t lines = 0;
   std::uint64_t unique = 0;
   reader.for_each_line([&](std::string_view line) {
@@ -520,7 +526,8 @@ int run_main(int argc, char** argv) {
     // And an option before the command as a missing command, or as a missing option.
     if (argc > 1 && argv[1][0] == '-' && argv[1][1] != '\0') {
       const std::string_view first = argv[1];
-      if (first != "-h" && first != "--help" && first != "--help-all" && first != "--version") {
+      if (first != "-h" && first != "--help" && first != "--help-all" && first != "--version" &&
+          first != "--") {
         throw usage_error(fmt::format(
             "{}: not an option of sketch itself; a command's options go after it (sketch COMMAND "
             "[OPTIONS]; see sketch --help)",

@@ -107,17 +107,24 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
       inputs_[i].push_back({&r.view, r.timestamp_ms});
     }
   }
-  for (std::size_t i = 0; i < pipelines_.size(); ++i) {
-    pipelines_[i]->begin_batch();
-    verdicts_[i].resize(inputs_[i].size());
-    pipelines_[i]->process(inputs_[i], wall_ms, verdicts_[i]);
-    cursors_[i] = 0;
+  try {
+    for (std::size_t i = 0; i < pipelines_.size(); ++i) {
+      pipelines_[i]->begin_batch();
+      verdicts_[i].resize(inputs_[i].size());
+      pipelines_[i]->process(inputs_[i], wall_ms, verdicts_[i]);
+      cursors_[i] = 0;
+    }
+    // The pipelines publish and release their state before anything is forwarded:
+    // forwarding can wait on the producer's full queue for as long as the output brokers
+    // are down, and /metrics and the API must not wait with it.
+    for (std::size_t i = 0; i < pipelines_.size(); ++i)
+      heavy_events_[i] = pipelines_[i]->end_batch(wall_ms);
+  } catch (...) {
+    // Out of memory: no pipeline stays locked while the run unwinds (the HTTP server's
+    // handlers would wait on it, and its stop with them).
+    for (pipeline* p : pipelines_) p->abandon_batch();
+    throw;
   }
-  // The pipelines publish and release their state before anything is forwarded: forwarding
-  // can wait on the producer's full queue for as long as the output brokers are down, and
-  // /metrics and the API must not wait with it.
-  for (std::size_t i = 0; i < pipelines_.size(); ++i)
-    heavy_events_[i] = pipelines_[i]->end_batch(wall_ms);
   for (const kafka::record& r : batch) {
     const auto& targets = topic_routes_[r.topic_index];
     std::uint32_t outputs = 0;

@@ -225,5 +225,52 @@ TEST(Pipeline, RestoredEventClockSlidesFromTheFirstItemReadAgain) {
   EXPECT_EQ(after.summary().window_items, 0U);
 }
 
+// A restored event clock holds still for at most pipeline::kHoldStillMs: when no item comes
+// (the stream stayed idle over the restart), the windows slide from the snapshot's time on,
+// and what was in them expires as if sketchd had been running without input.
+TEST(Pipeline, RestoredEventClockOfAnIdleStreamSlidesAfterAWhile) {
+  const std::int64_t wall = 1'790'000'000'000;
+  pipeline after(json_config());
+  after.restore_state(state_after_u0_at(wall - 3'600'000));
+  after.begin_batch();
+  (void)after.end_batch(wall);
+  after.begin_batch();
+  (void)after.end_batch(wall + pipeline::kHoldStillMs - 1000);
+  EXPECT_EQ(after.summary().window_items, 1U);  // still held
+  after.begin_batch();
+  (void)after.end_batch(wall + pipeline::kHoldStillMs);
+  EXPECT_EQ(after.summary().window_items, 0U);
+  EXPECT_EQ(after.seen_json("u0").value().find("\"seen\":true"), std::string::npos);
+}
+
+// The effective dedup window of a restored pipeline whose generations an idle stream had
+// slid past its last item: at least the window (measured from the newest generation's
+// start, which the state keeps), not 0.
+TEST(Pipeline, RestoredEffectiveWindowCountsTheIdleSlide) {
+  const auto effective_window = [](const pipeline& p) {
+    std::vector<metrics::metric_family> families;
+    p.collect(families);
+    for (const auto& f : families) {
+      if (f.name == "sketchd_bloom_effective_window_seconds") return f.samples.at(0).value;
+    }
+    return -1.0;
+  };
+  const std::int64_t wall = 1'790'000'000'000;
+  pipeline before(json_config());
+  before.restore_state(state_after_u0_at(wall));
+  message_view m;
+  const std::string value = R"({"user":{"id":"u1"}})";
+  m.value = value;
+  before.begin_batch();
+  (void)before.process(m, wall, wall);
+  (void)before.end_batch(wall);
+  before.begin_batch();
+  (void)before.end_batch(wall + 60'000);  // a minute idle: the generations move on
+  ASSERT_GE(effective_window(before), 10.0);
+  pipeline after(json_config());
+  after.restore_state(before.save_state());
+  EXPECT_GE(effective_window(after), 10.0);
+}
+
 }  // namespace
 }  // namespace sketchd

@@ -83,7 +83,7 @@ METRICS = {
     "up",
 }
 # The labels sketchd's metrics carry (docs/METRICS.md), and those Prometheus adds.
-LABELS = {"instance", "job", "pipeline", "item", "topic", "reason", "generation", "event",
+LABELS = {"instance", "job", "pipeline", "item", "topic", "partition", "reason", "generation", "event",
           "version", "revision", "__name__"}
 RATE_FUNCTIONS = ("rate", "irate", "increase")
 # Words of PromQL that look like metric names.

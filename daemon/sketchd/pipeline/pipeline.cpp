@@ -168,6 +168,12 @@ std::vector<sketch::heavy_event> pipeline::end_batch(std::int64_t wall_ms) {
   // that no item has moved in this run holds still: the first batches of a run are often
   // empty (the group is being joined) while a backlog waits, whose items must land in the
   // slices of their own times, not all in one slice opened at the wall time.
+  // A restored clock holds still for kHoldStillMs at most: a stream that stays idle after a
+  // restart slides its windows from the snapshot's time on, and its heavy hitters expire.
+  if (config_.clock == clock_kind::event && !clock_live_ && clock_ms_ > 0) {
+    if (held_since_wall_ms_ == 0) held_since_wall_ms_ = wall_ms;
+    if (wall_ms - held_since_wall_ms_ >= kHoldStillMs) clock_live_ = true;
+  }
   std::int64_t now = wall_ms;
   if (config_.clock == clock_kind::event) {
     now = clock_live_ ? clock_ms_ + std::max<std::int64_t>(0, wall_ms - clock_wall_ms_) : clock_ms_;
@@ -199,6 +205,10 @@ std::vector<sketch::heavy_event> pipeline::end_batch(std::int64_t wall_ms) {
   if (dedup_ && move) dedup_->advance(now);
   published_ = local_;
   return events;
+}
+
+void pipeline::abandon_batch() noexcept {
+  if (batch_lock_.owns_lock()) batch_lock_.unlock();
 }
 
 void pipeline::publish_counters() {
@@ -637,7 +647,11 @@ void pipeline::restore_state(std::string_view saved) {
     clock_ms_ = clock_ms;
     clock_wall_ms_ = clock_wall_ms;
     clock_live_ = false;  // the wall time of another run (see end_batch())
-    advanced_ms_ = clock_ms;
+    held_since_wall_ms_ = 0;
+    // The newest generation may have been slid past the last item by an idle stream.
+    advanced_ms_ = dedup_ && dedup_->live_generations() > 0
+                       ? std::max(clock_ms, dedup_->generation_start_ms(0))
+                       : clock_ms;
     restored_rotations_by_time_ = dedup_ ? dedup_->rotations_by_time() : 0;
     restored_rotations_by_capacity_ = dedup_ ? dedup_->rotations_by_capacity() : 0;
   } catch (...) {

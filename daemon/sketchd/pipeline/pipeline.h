@@ -100,10 +100,18 @@ class pipeline {
   void publish_counters();
   // Slides the windows: to `wall_ms` on the wall clock; on the event clock, to the latest
   // event time plus the wall time elapsed since it was seen (an idle stream), once an item
-  // has been seen since the start or the restore (before that the windows hold still).
+  // has been seen since the start or the restore (before that the windows hold still; a
+  // restored clock for kHoldStillMs at most).
   // Then re-estimates the top-k, publishes the counters, releases the lock, and returns the
   // heavy-hitter events of the batch.
   std::vector<sketch::heavy_event> end_batch(std::int64_t wall_ms);
+  // Releases the lock of a batch that cannot be ended (an exception between begin_batch()
+  // and end_batch()): the state stays as the batch left it. Does nothing without a batch.
+  void abandon_batch() noexcept;
+  // How long an event-time clock restored from a snapshot holds still when no item comes:
+  // past it, the stream is taken as idle and its windows slide from the snapshot's time
+  // (the downtime counts), as if sketchd had been running without input.
+  static constexpr std::int64_t kHoldStillMs = 60'000;
 
   // Readers (any thread).
   [[nodiscard]] pipeline_counters counters() const;
@@ -168,8 +176,9 @@ class pipeline {
   std::int64_t clock_ms_ = 0;
   std::int64_t clock_wall_ms_ = 0;
   bool clock_live_ = false;
-  // The time the windows were last advanced to (end_batch()), at least clock_ms_: "now" for
-  // the gauges that depend on it.
+  std::int64_t held_since_wall_ms_ = 0;  // wall time of the first batch held still, or 0
+  // The time the windows were last advanced to (end_batch()): with clock_ms_, "now" for the
+  // gauges that depend on it.
   std::int64_t advanced_ms_ = 0;
   // The rotations a restored state had made (by time, by capacity): the exported counters
   // count those of this run only, so that they never go backwards across a restart (a
