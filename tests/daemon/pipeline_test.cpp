@@ -148,12 +148,30 @@ TEST(Pipeline, EventClockHoldsStillUntilTheFirstItem) {
   EXPECT_EQ(p.clock_ms(), wall - 1000);
 }
 
+// The JSON event of user `id` (its value points into `storage`).
+message_view user_event(std::string& storage, std::string_view id) {
+  storage = fmt::format(R"({{"user":{{"id":"{}"}}}})", id);
+  message_view m;
+  m.value = storage;
+  return m;
+}
+
+// The effective dedup window the pipeline exports, in seconds.
+double effective_window_seconds(const pipeline& p) {
+  std::vector<metrics::metric_family> families;
+  p.collect(families);
+  for (const auto& f : families) {
+    if (f.name == "sketchd_bloom_effective_window_seconds") return f.samples.at(0).value;
+  }
+  ADD_FAILURE() << "no sketchd_bloom_effective_window_seconds";
+  return -1;
+}
+
 // The saved state of a pipeline that has seen u0 at `t` (on both clocks).
 std::string state_after_u0_at(std::int64_t t) {
   pipeline p(json_config());
-  message_view m;
-  const std::string value = R"({"user":{"id":"u0"}})";
-  m.value = value;
+  std::string value;
+  const message_view m = user_event(value, "u0");
   p.begin_batch();
   (void)p.process(m, t, t);
   (void)p.end_batch(t);
@@ -177,26 +195,16 @@ TEST(Pipeline, RestoredEventClockHoldsStillUntilTheFirstItem) {
 TEST(Pipeline, IdleEventClockSlidesByTheWallClock) {
   const std::int64_t wall = 1'790'000'000'000;
   pipeline p(json_config());
-  message_view m;
-  const std::string value = R"({"user":{"id":"u0"}})";
-  m.value = value;
+  std::string value;
+  const message_view m = user_event(value, "u0");
   p.begin_batch();
   EXPECT_EQ(p.process(m, wall, wall), verdict::first_seen);
   (void)p.end_batch(wall);
   p.begin_batch();
   (void)p.end_batch(wall + 60'000);  // a minute without input
   EXPECT_EQ(p.summary().window_items, 0U);
-  std::vector<metrics::metric_family> families;
-  p.collect(families);
-  bool found = false;
-  for (const auto& f : families) {
-    if (f.name != "sketchd_bloom_effective_window_seconds") continue;
-    found = true;
-    ASSERT_EQ(f.samples.size(), 1U);
-    // The generations cover the last window (10 s), not the 0 s after the last item's.
-    EXPECT_GE(f.samples[0].value, 10.0);
-  }
-  EXPECT_TRUE(found);
+  // The generations cover the last window (10 s), not the 0 s after the last item's.
+  EXPECT_GE(effective_window_seconds(p), 10.0);
   p.begin_batch();
   EXPECT_EQ(p.process(m, wall + 60'000, wall + 60'000), verdict::first_seen);
   (void)p.end_batch(wall + 60'000);
@@ -210,9 +218,8 @@ TEST(Pipeline, RestoredEventClockSlidesFromTheFirstItemReadAgain) {
   const std::int64_t last = wall - 3'600'000;  // snapshot an hour ago
   pipeline after(json_config());
   after.restore_state(state_after_u0_at(last));
-  message_view m;
-  const std::string value = R"({"user":{"id":"u0"}})";
-  m.value = value;
+  std::string value;
+  const message_view m = user_event(value, "u0");
   after.begin_batch();
   EXPECT_EQ(after.process(m, last - 1000, wall), verdict::duplicate);  // read again
   (void)after.end_batch(wall);
@@ -247,29 +254,20 @@ TEST(Pipeline, RestoredEventClockOfAnIdleStreamSlidesAfterAWhile) {
 // slid past its last item: at least the window (measured from the newest generation's
 // start, which the state keeps), not 0.
 TEST(Pipeline, RestoredEffectiveWindowCountsTheIdleSlide) {
-  const auto effective_window = [](const pipeline& p) {
-    std::vector<metrics::metric_family> families;
-    p.collect(families);
-    for (const auto& f : families) {
-      if (f.name == "sketchd_bloom_effective_window_seconds") return f.samples.at(0).value;
-    }
-    return -1.0;
-  };
   const std::int64_t wall = 1'790'000'000'000;
   pipeline before(json_config());
   before.restore_state(state_after_u0_at(wall));
-  message_view m;
-  const std::string value = R"({"user":{"id":"u1"}})";
-  m.value = value;
+  std::string value;
+  const message_view m = user_event(value, "u1");
   before.begin_batch();
   (void)before.process(m, wall, wall);
   (void)before.end_batch(wall);
   before.begin_batch();
   (void)before.end_batch(wall + 60'000);  // a minute idle: the generations move on
-  ASSERT_GE(effective_window(before), 10.0);
+  ASSERT_GE(effective_window_seconds(before), 10.0);
   pipeline after(json_config());
   after.restore_state(before.save_state());
-  EXPECT_GE(effective_window(after), 10.0);
+  EXPECT_GE(effective_window_seconds(after), 10.0);
 }
 
 }  // namespace
