@@ -84,6 +84,31 @@ TEST(Extractor, ScalarsTakeTheirDocumentedText) {
   EXPECT_EQ(item(R"("a\nb\u00e9")"), "a\nb\xc3\xa9");  // strings unescaped
 }
 
+// Integers beyond 64 bits are valid JSON (simdjson's DOM parser refuses them): the document
+// counts, and such an integer, when it is the item, is its digits as written.
+TEST(Extractor, IntegersBeyondSixtyFourBitsAreValid) {
+  extractor e({item_source::json, "/user/id", "", 1024});
+  EXPECT_EQ(run(e, R"({"user":{"id":"u1"},"n":123456789012345678901234})").item, "u1");
+  EXPECT_EQ(run(e, R"({"n":[1,-123456789012345678901234, 2],"user":{"id":"u2"}})").item, "u2");
+  EXPECT_EQ(run(e, R"({"user":{"id":340282366920938463463374607431768211455}})").item,
+            "340282366920938463463374607431768211455");
+  EXPECT_EQ(run(e, R"({"user":{"id": -99999999999999999999 }})").item, "-99999999999999999999");
+  // A string that looks like one is left alone, and the document is still validated whole.
+  EXPECT_EQ(
+      run(e, R"({"user":{"id":"123456789012345678901234"},"s":"x\"1234567890123456789012"})").item,
+      "123456789012345678901234");
+  for (const std::string_view bad : {R"({"user":{"id":"u1"},"n":123456789012345678901234,})",
+                                     R"({"user":{"id":"u1"},"n":0123456789012345678901234})",
+                                     R"({"user":{"id":"u1"},"n":123456789012345678901234 5})",
+                                     R"({"user":{"id":"u1"},"n":--123456789012345678901234})",
+                                     R"({"user":{"id":"u1"}"n":123456789012345678901234})",
+                                     R"({"user":{"id":"u1"},"n":123456789012345678901234x})"}) {
+    EXPECT_EQ(run(e, bad).failure, extract_failure::invalid_json) << bad;
+  }
+  // A big number that is not an integer is a double, as before.
+  EXPECT_EQ(run(e, R"({"user":{"id":123456789012345678901234.5}})").failure, extract_failure::none);
+}
+
 TEST(Extractor, BadJsonIsCountedByReason) {
   extractor e({item_source::json, "/user/id", "", 8});
   EXPECT_EQ(run(e, R"({"user":{"id":"u1"}} trailing)").failure, extract_failure::invalid_json);
@@ -112,6 +137,9 @@ TEST(Extractor, BatchResultsEqualSingleResults) {
       R"({"user":{"id":42},"seq":1})",
       R"({"user":{"id":-1.5e3}})",
       R"({"user":{"id":18446744073709551615}})",
+      R"({"user":{"id":123456789012345678901234567}})",
+      R"({"user":{"id":"u4"},"n":-123456789012345678901234567})",
+      R"({"user":{"id":"u4"},"n":123456789012345678901234567,})",
       R"({"user":{"id":true}})",
       R"({"user":{"id":null}})",
       R"({"user":{"id":{"x":1}}})",

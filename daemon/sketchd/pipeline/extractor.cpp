@@ -82,6 +82,7 @@ struct extractor::json_state {
   std::vector<pointer_token> path;
   simdjson::dom::parser parser;
   std::vector<char> padded;  // the message copied with SIMDJSON_PADDING bytes after it
+  std::vector<char> quoted;  // the same with its integers beyond 64 bits quoted (rare)
   std::array<char, kMaxScalarText> scalar_text{};
 
   // Batches (extract(span, span)): the values joined by newlines, with padding; the parser
@@ -156,6 +157,71 @@ extract_result extractor::extract(const message_view& message) noexcept {
   return {{}, extract_failure::missing_field};
 }
 
+namespace {
+
+bool json_digit(char c) noexcept { return c >= '0' && c <= '9'; }
+
+// Writes `in` to `out` with every integer of 20 digits or more put in quotes, and says
+// whether there was one. Only a well-formed integer where a value may start (after `[`,
+// `,`, `:` or at the start, and ending before white space, `,`, `]`, `}` or the end) is
+// quoted, so the text is valid JSON exactly when `in` is: a number token becomes a string
+// token in the same place. Strings are copied as they are.
+bool quote_big_integers(std::string_view in, std::vector<char>& out) {
+  out.clear();
+  out.reserve(in.size() + 64 + simdjson::SIMDJSON_PADDING);
+  bool quoted = false;
+  bool in_string = false;
+  char last = '[';  // the last byte outside strings and white space
+  for (std::size_t i = 0; i < in.size();) {
+    const char c = in[i];
+    if (in_string) {
+      out.push_back(c);
+      if (c == '\\' && i + 1 < in.size()) {
+        out.push_back(in[i + 1]);
+        i += 2;
+        continue;
+      }
+      if (c == '"') in_string = false;
+      ++i;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      last = c;
+      out.push_back(c);
+      ++i;
+      continue;
+    }
+    if ((c == '-' || json_digit(c)) && (last == '[' || last == ',' || last == ':')) {
+      std::size_t end = i + (c == '-' ? 1 : 0);
+      const std::size_t first_digit = end;
+      while (end < in.size() && json_digit(in[end])) ++end;
+      const std::size_t digits = end - first_digit;
+      const bool ends = end == in.size() || in[end] == ',' || in[end] == ']' || in[end] == '}' ||
+                        in[end] == ' ' || in[end] == '\t' || in[end] == '\n' || in[end] == '\r';
+      if (digits >= 20 && in[first_digit] != '0' && ends) {
+        out.push_back('"');
+        out.insert(out.end(), in.begin() + static_cast<std::ptrdiff_t>(i),
+                   in.begin() + static_cast<std::ptrdiff_t>(end));
+        out.push_back('"');
+        quoted = true;
+      } else {  // as it is (end > i: at least the sign or a digit)
+        out.insert(out.end(), in.begin() + static_cast<std::ptrdiff_t>(i),
+                   in.begin() + static_cast<std::ptrdiff_t>(end));
+      }
+      last = '0';
+      i = end;
+      continue;
+    }
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') last = c;
+    out.push_back(c);
+    ++i;
+  }
+  return quoted;
+}
+
+}  // namespace
+
 extract_result extractor::extract_json(std::string_view value) noexcept {
   json_state& js = *json_;
   // Growing happens only for a message larger than every earlier one: amortised, and
@@ -171,9 +237,22 @@ extract_result extractor::extract_json(std::string_view value) noexcept {
   std::memset(js.padded.data() + value.size(), 0, simdjson::SIMDJSON_PADDING);
 
   simdjson::dom::element root;
-  if (js.parser.parse(js.padded.data(), value.size(), false).get(root) != simdjson::SUCCESS) {
-    return {{}, extract_failure::invalid_json};
+  simdjson::error_code error = js.parser.parse(js.padded.data(), value.size(), false).get(root);
+  if (error == simdjson::NUMBER_ERROR) {
+    // simdjson takes integers up to 64 bits; a larger one (a 128-bit id written as a
+    // number) is valid JSON all the same. Parsed again with such integers quoted: one
+    // selected by the pointer is then its digits as written, as every integer is.
+    try {
+      if (quote_big_integers(value, js.quoted)) {
+        const std::size_t size = js.quoted.size();
+        js.quoted.resize(size + simdjson::SIMDJSON_PADDING, '\0');
+        error = js.parser.parse(js.quoted.data(), size, false).get(root);
+      }
+    } catch (const std::bad_alloc&) {
+      return {{}, extract_failure::oversized};
+    }
   }
+  if (error != simdjson::SUCCESS) return {{}, extract_failure::invalid_json};
   return item_of(root);
 }
 

@@ -55,7 +55,9 @@ struct extractor_options {
 };
 
 // Turns a message into its item. JSON is parsed by simdjson into a reused document, so
-// after the first message of a given size nothing is allocated; the whole document is
+// after the first message of a given size nothing is allocated (but for a document with an
+// integer beyond 64 bits, which simdjson refuses: it is parsed again with such integers
+// quoted, which keeps a valid document valid and an invalid one invalid); the whole document is
 // validated (a message with a trailing syntax error is `invalid_json`, even when the field
 // comes before it). A JSON string item is its unescaped text; a number or boolean is its
 // JSON text ("42", "true"). The JSON pointer is split into its tokens once, at
