@@ -93,16 +93,22 @@ TEST(Extractor, IntegersBeyondSixtyFourBitsAreValid) {
   EXPECT_EQ(run(e, R"({"user":{"id":340282366920938463463374607431768211455}})").item,
             "340282366920938463463374607431768211455");
   EXPECT_EQ(run(e, R"({"user":{"id": -99999999999999999999 }})").item, "-99999999999999999999");
+  EXPECT_EQ(run(e, R"({"user":{"id":-9223372036854775809}})").item, "-9223372036854775809");
   // A string that looks like one is left alone, and the document is still validated whole.
   EXPECT_EQ(
       run(e, R"({"user":{"id":"123456789012345678901234"},"s":"x\"1234567890123456789012"})").item,
       "123456789012345678901234");
-  for (const std::string_view bad : {R"({"user":{"id":"u1"},"n":123456789012345678901234,})",
-                                     R"({"user":{"id":"u1"},"n":0123456789012345678901234})",
-                                     R"({"user":{"id":"u1"},"n":123456789012345678901234 5})",
-                                     R"({"user":{"id":"u1"},"n":--123456789012345678901234})",
-                                     R"({"user":{"id":"u1"}"n":123456789012345678901234})",
-                                     R"({"user":{"id":"u1"},"n":123456789012345678901234x})"}) {
+  for (const std::string_view bad :
+       {R"({"user":{"id":"u1"},"n":123456789012345678901234,})",
+        R"({"user":{"id":"u1"},"n":0123456789012345678901234})",
+        R"({"user":{"id":"u1"},"n":123456789012345678901234 5})",
+        R"({"user":{"id":"u1"},"n":--123456789012345678901234})",
+        R"({"user":{"id":"u1"}"n":123456789012345678901234})",
+        R"({"user":{"id":"u1"},"n":123456789012345678901234x})",
+        // A big integer in a key's place, after one in a value's (the first error).
+        R"({"user":{"id":"u1"},"a":123456789012345678901234,123456789012345678901234 :1})",
+        "{\"user\":{\"id\":\"u1\"},\"a\":123456789012345678901234,-123456789012345678901234\t:"
+        "1}"}) {
     EXPECT_EQ(run(e, bad).failure, extract_failure::invalid_json) << bad;
   }
   // A big number that is not an integer is a double, as before.

@@ -161,11 +161,11 @@ namespace {
 
 bool json_digit(char c) noexcept { return c >= '0' && c <= '9'; }
 
-// Writes `in` to `out` with every integer of 20 digits or more put in quotes, and says
+// Writes `in` to `out` with every integer of 19 digits or more put in quotes, and says
 // whether there was one. Only a well-formed integer where a value may start (after `[`,
-// `,`, `:` or at the start, and ending before white space, `,`, `]`, `}` or the end) is
-// quoted, so the text is valid JSON exactly when `in` is: a number token becomes a string
-// token in the same place. Strings are copied as they are.
+// `,`, `:` or at the start, ending before white space, `,`, `]`, `}` or the end, and not
+// followed by a colon) is quoted, so the text is valid JSON exactly when `in` is: a number token
+// becomes a string token in the same place. Strings are copied as they are.
 bool quote_big_integers(std::string_view in, std::vector<char>& out) {
   out.clear();
   out.reserve(in.size() + 64 + simdjson::SIMDJSON_PADDING);
@@ -199,7 +199,16 @@ bool quote_big_integers(std::string_view in, std::vector<char>& out) {
       const std::size_t digits = end - first_digit;
       const bool ends = end == in.size() || in[end] == ',' || in[end] == ']' || in[end] == '}' ||
                         in[end] == ' ' || in[end] == '\t' || in[end] == '\n' || in[end] == '\r';
-      if (digits >= 20 && in[first_digit] != '0' && ends) {
+      // Not in a key's place (white space, then a colon): quoted, it would make `{"a":1,
+      // 123… :1}` valid.
+      std::size_t after = end;
+      while (after < in.size() &&
+             (in[after] == ' ' || in[after] == '\t' || in[after] == '\n' || in[after] == '\r')) {
+        ++after;
+      }
+      const bool key = after < in.size() && in[after] == ':';
+      // 19 digits: a negative integer below INT64_MIN has as few.
+      if (digits >= 19 && in[first_digit] != '0' && ends && !key) {
         out.push_back('"');
         out.insert(out.end(), in.begin() + static_cast<std::ptrdiff_t>(i),
                    in.begin() + static_cast<std::ptrdiff_t>(end));
