@@ -15,7 +15,6 @@
 #include <cstring>
 #include <iostream>
 #include <new>
-#include <numbers>
 #include <optional>
 #include <stdexcept>
 #include <string>

@@ -182,12 +182,10 @@ std::vector<sketch::heavy_event> pipeline::end_batch(std::int64_t wall_ms) {
   if (move) advanced_ms_ = std::max(advanced_ms_, now);
   // The lock is released however this ends (drain_events() allocates): held on, it would
   // block every reader and fail the next begin_batch().
-  struct unlock_on_exit {
-    std::unique_lock<std::mutex>& lock;
-    ~unlock_on_exit() {
-      if (lock.owns_lock()) lock.unlock();
-    }
-  } unlock{batch_lock_};
+  struct abandon_on_exit {
+    pipeline& p;
+    ~abandon_on_exit() { p.abandon_batch(); }
+  } release{*this};
   std::vector<sketch::heavy_event> events;
   if (heavy_) {
     if (move) heavy_->advance(now);
