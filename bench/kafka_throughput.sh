@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # sketchd's consume-and-process rate beside a bare librdkafka consumer, and its forward
 # path beside a bare consume-and-produce pipe, on the same broker and topic, with the same
-# consumer settings (the goals of issues 3 and 4: ≥ 90% and ≥ 85% of the bare rates).
+# consumer settings (the goals: ≥ 90% and ≥ 85% of the bare rates).
 #
 #   1. `sketchd mock-kafka` with an input topic of 32 partitions (the mock keeps at most
 #      5 MiB per partition: N is sized so that nothing is dropped, which the script checks);

@@ -420,6 +420,12 @@ int run(const config& cfg) {
       port);
 
   kafka::source source(so);
+  // The server stops before `source`, which its lag collector reads, is destroyed: on an
+  // exception as on the normal return.
+  struct stop_http_first {
+    http_server& server;
+    ~stop_http_first() { server.stop(); }
+  } const stop_http{http};
   std::vector<kafka::partition_offset> to_store;
   source.on_assign([&proc](const kafka::topic_partition& tp) {
     const std::optional<std::int64_t> start = proc.take_restored_position(tp);

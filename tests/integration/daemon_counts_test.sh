@@ -335,6 +335,26 @@ for range in 0-9 99-; do
   [[ $status == 200 ]] && json "$work/ranged.json" 'd["status"]' >/dev/null \
     || fail "GET /healthz with Range: bytes=$range: HTTP $status: $(cat "$work/ranged.json")"
 done
+# ...and announced to none: HEAD answers as GET does (httplib added Accept-Ranges: bytes to
+# HEAD answers only).
+for method in -G -I; do
+  curl -s --max-time 5 "$method" -D "$work/headers.txt" -o /dev/null "$http/healthz"
+  grep -qi '^Accept-Ranges: none' "$work/headers.txt" \
+    || fail "$method /healthz: no 'Accept-Ranges: none': $(tr -d '\r' <"$work/headers.txt")"
+done
+# Compressed for a client that accepts it, and only then: a coding of weight 0 is refused
+# (httplib compressed whenever the header named the coding).
+encoding() {
+  curl -s --max-time 5 -H "Accept-Encoding: $1" -D "$work/headers.txt" -o /dev/null "$http/metrics"
+  grep -i '^Vary: Accept-Encoding' "$work/headers.txt" >/dev/null \
+    || fail "GET /metrics: no 'Vary: Accept-Encoding': $(tr -d '\r' <"$work/headers.txt")"
+  tr -d '\r' <"$work/headers.txt" | sed -n 's/^[Cc]ontent-[Ee]ncoding: //p'
+}
+[[ $(encoding gzip) == gzip ]] || fail "GET /metrics with Accept-Encoding: gzip is not gzip"
+for refused in "gzip;q=0, identity" "br;q=0, gzip;Q=0.000" "gzip; q=0"; do
+  [[ -z $(encoding "$refused") ]] || fail "GET /metrics with Accept-Encoding: $refused is compressed"
+done
+[[ $(encoding "br;q=0, gzip;q=0.5") == gzip ]] || fail "GET /metrics with Accept-Encoding: br;q=0, gzip;q=0.5 is not gzip"
 api "api/v1/pipelines" "$work/pipelines.json"
 [[ $api_status == 200 ]] || fail "GET /api/v1/pipelines: HTTP $api_status"
 [[ $(json "$work/pipelines.json" '[p["name"] for p in d["pipelines"]]') == "[\"$pipeline\", \"overload\"]" ]] \
@@ -347,7 +367,7 @@ for path in healthz readyz; do
   api "$path" "$work/status.json"
   [[ $api_status == 200 ]] || fail "GET /$path: HTTP $api_status"
 done
-log "HTTP API: 404 JSON errors for an unknown pipeline or section, 400 without item (or empty, or twice), items with = and + found, %u and %2F taken literally, Range ignored, 405 for writes and unknown methods, /healthz and /readyz 200"
+log "HTTP API: 404 JSON errors for an unknown pipeline or section, 400 without item (or empty, or twice), items with = and + found, %u and %2F taken literally, Range ignored and not announced, compression only where accepted, 405 for writes and unknown methods, /healthz and /readyz 200"
 
 # 200 idle connections (opened, nothing sent) do not hold up other clients: /healthz and
 # /metrics answer within 1 s each while they stay open (with a fixed pool of workers, 17

@@ -77,6 +77,39 @@ void refuse_method(httplib::Response& res) {
   json_error(res, 405, "the API is read-only: GET (or HEAD) only");
 }
 
+// An Accept-Encoding value without the codings it refuses ("gzip;q=0"). httplib compresses
+// with gzip or br whenever the header's text contains the coding's name, whatever its
+// weight.
+std::string accepted_codings(std::string_view header) {
+  const auto trim = [](std::string_view v) {
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    return v;
+  };
+  std::string out;
+  while (!header.empty()) {
+    const std::size_t comma = header.find(',');
+    const std::string_view member = trim(header.substr(0, comma));
+    header = comma == std::string_view::npos ? std::string_view() : header.substr(comma + 1);
+    bool refused = false;
+    for (std::string_view params = member; !params.empty();) {
+      const std::size_t semicolon = params.find(';');
+      if (semicolon == std::string_view::npos) break;
+      params = params.substr(semicolon + 1);
+      const std::string_view param = trim(params.substr(0, params.find(';')));
+      if (param.size() > 2 && (param[0] == 'q' || param[0] == 'Q') && param[1] == '=') {
+        // A weight is 0 to 1 with at most three decimals: "0", "0.", "0.000" refuse.
+        const std::string_view weight = param.substr(2);
+        refused = weight[0] == '0' && weight.find_first_not_of("0.", 1) == std::string_view::npos;
+      }
+    }
+    if (member.empty() || refused) continue;
+    if (!out.empty()) out += ", ";
+    out += member;
+  }
+  return out;
+}
+
 // The query parameter NAME of the request: its value percent-decoded ('+' is a space, as
 // in forms), everything after the parameter's first '=' (httplib's own parsing keeps only
 // what follows the last one: "item=dXNlcg==" would ask for "dXNlcg"). An error message
@@ -220,6 +253,10 @@ void http_server::routes() {
   auto& s = *server_;
   s.set_read_timeout(std::chrono::seconds(5));
   s.set_write_timeout(std::chrono::seconds(5));
+  // An idle kept-alive connection holds its worker, and stop() waits for every worker: one
+  // second bounds how long a scraper's idle connection delays a stop. (Prometheus scrapes
+  // every 15 s or so, and never reuses a connection kept open for less.)
+  s.set_keep_alive_timeout(1);
   // A worker per connection, as many as there are connections (growing_pool above). Every
   // worker may take a pipeline lock for one batch at most.
   s.new_task_queue = [] { return new growing_pool; };  // owned by httplib
@@ -310,9 +347,16 @@ void http_server::routes() {
   s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     if (req.method == "GET" || req.method == "HEAD") {
       // Every answer is whole: httplib would serve byte ranges of any of them (206, or a 416
-      // without a JSON body), which no client of this API asks for. The request is httplib's
-      // own, not const, object; it hands it out as const.
-      const_cast<httplib::Request&>(req).ranges.clear();
+      // without a JSON body), which no client of this API asks for, and it would announce
+      // them to HEAD requests. The request is httplib's own, not const, object; it hands it
+      // out as const.
+      auto& request = const_cast<httplib::Request&>(req);
+      request.ranges.clear();
+      res.set_header("Accept-Ranges", "none");
+      // Answers are compressed (gzip or br) for a client that accepts it, and only then.
+      const auto [first, last] = request.headers.equal_range("Accept-Encoding");
+      for (auto it = first; it != last; ++it) it->second = accepted_codings(it->second);
+      res.set_header("Vary", "Accept-Encoding");
       return httplib::Server::HandlerResponse::Unhandled;
     }
     refuse_method(res);

@@ -159,6 +159,13 @@ std::vector<behind_commit> start_at_restored_positions(
   return behind;
 }
 
+// librdkafka's description of the fatal error it has raised, and the original error's name.
+std::string fatal_error_text(rd_kafka_t* rk) {
+  char text[512];
+  const rd_kafka_resp_err_t original = rd_kafka_fatal_error(rk, text, sizeof text);
+  return fmt::format("{} ({})", text, rd_kafka_err2name(original));
+}
+
 }  // namespace
 
 struct source::callbacks {
@@ -254,10 +261,7 @@ struct source::callbacks {
   static void error(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
     auto* self = static_cast<source*>(opaque);
     if (err == RD_KAFKA_RESP_ERR__FATAL) {
-      char text[512];
-      const rd_kafka_resp_err_t original = rd_kafka_fatal_error(rk, text, sizeof text);
-      std::lock_guard lock(self->mutex_);
-      self->fatal_ = fmt::format("{} ({})", text, rd_kafka_err2name(original));
+      self->set_fatal(fatal_error_text(rk));
       return;
     }
     // Transient: librdkafka reconnects and retries by itself.
@@ -439,6 +443,14 @@ void source::poll_loop() {
       rd_kafka_message_t* m = rd_kafka_consumer_poll(consumer_.get(), timeout);
       if (m == nullptr) break;
       timeout = 0;  // after the first message, only what is already there
+      if (m->err == RD_KAFKA_RESP_ERR__FATAL) {
+        // A consumer in a group (a static member fenced by another with its
+        // group.instance.id, say) receives its fatal error here, never through the error
+        // callback: librdkafka hands it to whoever polls.
+        set_fatal(fatal_error_text(consumer_.get()));
+        rd_kafka_message_destroy(m);
+        continue;
+      }
       if (m->err) {
         if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
           message_errors_.fetch_add(1, std::memory_order_relaxed);
@@ -712,6 +724,11 @@ std::optional<int> source::brokers_up() const noexcept {
 std::optional<std::string> source::fatal_error() const {
   std::lock_guard lock(mutex_);
   return fatal_;
+}
+
+void source::set_fatal(std::string text) {
+  std::lock_guard lock(mutex_);
+  if (!fatal_) fatal_ = std::move(text);  // the first one: librdkafka raises only one
 }
 
 }  // namespace sketchd::kafka

@@ -221,6 +221,7 @@ class source {
   // How long close() waits for the final commit, and then for leaving the group.
   static constexpr std::chrono::seconds kCloseStepWait{5};
   std::atomic<std::size_t> assigned_{0};
+  void set_fatal(std::string text);
   mutable std::mutex mutex_;  // guards lag_ and fatal_
   std::vector<partition_lag> lag_;
   std::atomic<int> brokers_up_{-1};  // -1 until the first statistics
