@@ -148,7 +148,8 @@ class exact_generations {
     if (!ring_[newest_].insert(h.low).second) return true;
     if (ring_[newest_].size() == share_) {
       newest_ = (newest_ + ring_.size() - 1) % ring_.size();
-      ring_[newest_].clear();  // keeps its capacity
+      ring_[newest_].clear();  // frees a large table: reserved again, as the others are
+      ring_[newest_].reserve(share_);
     }
     return false;
   }

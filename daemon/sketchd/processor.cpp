@@ -156,7 +156,7 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
       // queue_full after a stop request: not a failure, the message simply stays
       // undelivered, so its offset is never stored and it is read again after a restart.
       if (err == kafka::error_code::queue_full) continue;
-      forward_failed(rt, err, kafka::to_string(err), ticket);
+      forward_failed(rt, err, kafka::describe(err), ticket);
     }
   }
   // Delivery reports that have arrived are counted before the pipelines publish.

@@ -630,6 +630,31 @@ TEST(ConfigErrors, PropertiesSetElsewhereAreRejected) {
                                         "kafka.group_id instead"));
 }
 
+// What at-least-once forwarding depends on cannot be turned off: offsets committed in the
+// background, and an idempotent producer that is not transactional (a transactional one
+// refuses every message sent outside a transaction).
+TEST(ConfigErrors, PropertiesThatWouldBreakDeliveryAreRejected) {
+  const auto r = load(
+      "kafka:\n"
+      "  brokers: b\n"
+      "  properties:\n"
+      "    enable.auto.commit: false\n"
+      "    transactional.id: tx\n" +
+      std::string(kMinimal.substr(kMinimal.find("pipelines"))));
+  EXPECT_THAT(errors_of(r),
+              ElementsAre("test.yaml:4:25: kafka.properties[\"enable.auto.commit\"]: must stay "
+                          "true: sketchd commits the offsets it has stored in the background "
+                          "(every auto.commit.interval.ms)",
+                          "test.yaml:5:5: kafka.properties[\"transactional.id\"]: sketchd's "
+                          "producer is idempotent, not transactional (a transactional producer "
+                          "refuses every message sent outside a transaction)"));
+  EXPECT_TRUE(errors_of(load("kafka:\n"
+                             "  brokers: b\n"
+                             "  properties: { enable.auto.commit: true }\n" +
+                             std::string(kMinimal.substr(kMinimal.find("pipelines")))))
+                  .empty());
+}
+
 TEST(ConfigErrors, PropertiesAreCheckedByLibrdkafkaWithoutShowingTheirValues) {
   const auto r = load(
       "kafka:\n"

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# A message as large as a default Kafka broker accepts is forwarded like any other. A
-# broker takes record batches of up to 1,048,588 bytes by default (its message.max.bytes),
-# while librdkafka's producer refuses messages over 1,000,000 bytes unless told otherwise:
-# sketchd's producer defaults to the broker's limit. One dedup pipeline with output_topic
-# reads a few small events (one of them a duplicate), then an event of 1,040,000 bytes (a
-# JSON document with the item field, first-seen), then, once that one is forwarded, one
-# more small event. Checks:
+# A message as large as a default Kafka broker accepts is forwarded like any other, and so
+# is a larger one the input topic holds compressed: the output broker judges a message's
+# size, not sketchd's producer (librdkafka's producer refuses messages over its
+# message.max.bytes, 1,000,000 by default, before compressing them; sketchd's defaults to
+# 100,000,000). One dedup pipeline with output_topic reads a few small events (one of them
+# a duplicate), then an event of 1,040,000 bytes (a JSON document with the item field,
+# first-seen), then, once that one is forwarded, one more small event. Checks:
 #   - every first-seen event reaches the output topic, the large one byte-identical (same
 #     key, same value: length and SHA-256), in input order; the duplicate does not;
 #   - no forward failure, sketchd_consumption_stopped stays 0 and /readyz 200, and the
 #     event produced after the large one is forwarded too (sketchd keeps consuming);
-#   - a message over the producer's limit is not dropped: consumption stops and /readyz
-#     answers 503 with the reason (MSG_SIZE_TOO_LARGE).
+#   - an event of 2,000,000 bytes produced with lz4 (as an upstream producer compressing
+#     its batches would) is forwarded too (the mock broker sets no size limit);
+#   - restarted with message.max.bytes: 1048588 in kafka.properties, a message over it is
+#     not dropped: consumption stops and /readyz answers 503 with the reason
+#     (MSG_SIZE_TOO_LARGE), as when an output broker refuses a message.
 #
 # Usage: forward_large_test.sh PATH/TO/sketchd
 set -euo pipefail
@@ -112,7 +115,23 @@ if got != expected:
 EOF
 log "the output topic holds the 7 first-seen events in order, the large one byte-identical"
 
-# Over the producer's limit (1,048,588 bytes): not dropped, consumption stops with the reason.
+# Larger than a default broker takes, compressed on the way in: the producer leaves the
+# judgment to the output broker.
+"$python" - "$work" <<'EOF'
+import sys
+head, tail = '{"user":{"id":"compressed"},"pad":"', '"}'
+with open(f"{sys.argv[1]}/compressed", "w") as f:
+    f.write("compressed|" + head + "x" * (2000000 - len(head) - len(tail)) + tail + "\n")
+EOF
+produce events -K'|' -X message.max.bytes=3000000 -X compression.type=lz4 <"$work/compressed"
+wait_forwarded 8
+log "an event of 2,000,000 bytes, produced with lz4, is forwarded too"
+stop_process "$daemon_pid" 10 || fail "sketchd did not stop within 10 s of SIGTERM"
+
+# Over a limit set in kafka.properties: not dropped, consumption stops with the reason.
+sed -i 's/heartbeat.interval.ms: 1000 }/heartbeat.interval.ms: 1000, message.max.bytes: 1048588 }/' "$work/sketchd.yaml"
+grep -q 'message.max.bytes: 1048588' "$work/sketchd.yaml" || fail "could not set message.max.bytes"
+start_daemon "$work/sketchd.yaml" sketchd-limited
 "$python" - "$work" <<'EOF'
 import sys
 head, tail = '{"user":{"id":"oversized"},"pad":"', '"}'
@@ -125,7 +144,7 @@ api readyz "$work/readyz.txt"
 [[ $api_status == 503 ]] || fail "/readyz answered $api_status after the oversized event, not 503"
 grep -q "forwarding to topic unique failed (MSG_SIZE_TOO_LARGE" "$work/readyz.txt" \
   || fail "/readyz does not say why: $(cat "$work/readyz.txt")"
-[[ $(require_value "$work/metrics.txt" 'sketchd_dedup_forwarded_total{pipeline="orders"}') == 7 ]] \
+[[ $(require_value "$work/metrics.txt" 'sketchd_dedup_forwarded_total{pipeline="orders"}') == 0 ]] \
   || fail "the oversized event counts as forwarded"
 log "an event over the limit stops consumption: $(cut -c1-200 "$work/readyz.txt")"
 

@@ -861,6 +861,11 @@ kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
       if (key == "enable.auto.offset.store") {
         instead = "sketchd stores offsets itself, once a message's outputs are delivered";
       }
+      if (key == "transactional.id") {
+        instead =
+            "sketchd's producer is idempotent, not transactional (a transactional producer "
+            "refuses every message sent outside a transaction)";
+      }
       if (!instead.empty()) {
         c.error(value_field.key_mark, fmt::format("{}: {}", value_field.path, instead));
         continue;
@@ -871,6 +876,14 @@ kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
       }
       auto value = c.text(value_field);
       if (!value) continue;
+      if (key == "enable.auto.commit" && *value != "true") {
+        // Without it, offsets are committed only at a rebalance and at exit: a crash would
+        // read everything since the start again.
+        c.error(value_field,
+                "must stay true: sketchd commits the offsets it has stored in the background "
+                "(every auto.commit.interval.ms)");
+        continue;
+      }
       // librdkafka checks the name and the value now, so that a bad property is reported
       // here with its line, not when the clients are created. A value can be a secret:
       // librdkafka's message is redacted of it.

@@ -56,7 +56,7 @@ struct kafka_config {
   // through redact_property().
   std::map<std::string, std::string> properties;
   std::uint32_t batch_size = 5000;              // 1..100000 messages
-  std::chrono::milliseconds poll_timeout{100};  // 1ms..1m
+  std::chrono::milliseconds poll_timeout{100};  // 1ms..1s
 };
 
 struct http_config {

@@ -121,13 +121,15 @@ client_config producer_config(const property_map& properties) {
   // Our defaults first, so that the user's properties override any of them...
   conf.set_own("partitioner", "murmur2_random");
   conf.set_own("linger.ms", "5");
-  // By default a Kafka broker accepts record batches of up to 1,048,588 bytes (its
-  // message.max.bytes), but librdkafka's producer only messages of up to 1,000,000, so a
-  // message the input topic holds could not be forwarded. With the broker's limit, whatever
-  // a default broker accepts goes (a message larger than batch.size in a batch of its own).
-  // Topics with larger messages need the property raised; the output broker's own limit
-  // still applies, and a message it refuses stops consumption with the reason, never dropped.
-  conf.set_own("message.max.bytes", "1048588");
+  // The output broker judges the size of a message, not this producer. librdkafka refuses
+  // a message larger than message.max.bytes (1,000,000 by default) before compressing it,
+  // while a broker limits record batches as they arrive, compressed: a message the input
+  // topic holds compressed (2 MB of JSON in 300 kB of lz4) would stop consumption here even
+  // where the output topic, compressed too, accepts it. 100,000,000 is the largest request
+  // a default broker reads (socket.request.max.bytes, 104,857,600, less the framing); a
+  // message larger than batch.size goes in a batch of its own. A message the output broker
+  // refuses (MSG_SIZE_TOO_LARGE) stops consumption with the reason, never dropped.
+  conf.set_own("message.max.bytes", "100000000");
   for (const auto& [k, v] : producer_properties(properties)) conf.set(k, v);
   // ...except what lossless, in-order forwarding depends on: idempotence, and a report of
   // every delivery (an input offset is stored only once its outputs are acknowledged).
