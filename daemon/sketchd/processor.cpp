@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include "sketchd/util/json.h"
@@ -143,7 +144,11 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
         tracker_.add(tracker_.slot(r.topic_index, r.partition), r.offset, outputs);
     for (std::size_t i : targets) {
       const verdict v = verdicts_[i][cursors_[i]++];
-      if (outputs == 0) continue;
+      // After a failure nothing more is forwarded: consumption stops, and the messages
+      // after the failed one are read again after a restart, so forwarding them now would
+      // deliver them twice and put them before it. Their tickets stay unreported, so
+      // their offsets are never stored.
+      if (outputs == 0 || failed()) continue;
       std::optional<std::size_t> route_index;
       if (v == verdict::first_seen) route_index = outputs_[i].first_seen;
       if (v == verdict::duplicate) route_index = outputs_[i].duplicate;
@@ -352,7 +357,10 @@ bool processor::start_behind_commit(const kafka::topic_partition& tp, std::int64
   const std::int64_t now =
       std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  const milliseconds age(now - restored_ms_);
+  // A snapshot's time comes from a file: a negative one (before 1970, never written by
+  // sketchd) counts as older than any window, without overflowing.
+  const milliseconds age(restored_ms_ < 0 ? std::numeric_limits<std::int64_t>::max()
+                                          : now - restored_ms_);
   const std::string& topic = topics_[tp.topic_index];
   if (age >= longest) {
     logger("kafka")->warn(

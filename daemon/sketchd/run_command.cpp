@@ -25,6 +25,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -140,9 +141,12 @@ std::string summary_line(const pipeline_summary& s, double items_per_second) {
     }
   }
   if (s.has_dedup) {
-    // std::max: an empty filter's estimate is -0, printed "0".
-    line += fmt::format("; bloom fill {:.3f}, estimated FPR {:.2g} (target {:.2g})", s.fill,
-                        std::max(0.0, s.estimated_fpr), s.target_fpr);
+    // The fill of the newest generation, the one items go into: it restarts near 0 at
+    // each rotation, while the estimated FPR covers every generation. std::max: an empty
+    // filter's estimate is -0, printed "0".
+    line += fmt::format(
+        "; bloom fill {:.3f} (newest of {} generations), estimated FPR {:.2g} (target {:.2g})",
+        s.fill, s.generations, std::max(0.0, s.estimated_fpr), s.target_fpr);
   }
   return line;
 }
@@ -175,6 +179,7 @@ bool restore(const config& cfg, state::store& store,
              std::vector<std::unique_ptr<pipeline>>& pipelines,
              std::vector<state::partition_offset>& positions, std::int64_t& snapshot_ms) {
   auto log = spdlog::default_logger();
+  std::optional<state::snapshot> snap;
   const auto refuse_or_discard = [&](const std::string& problem) {
     if (!cfg.state.discard_incompatible_snapshot) {
       log->critical(
@@ -188,6 +193,11 @@ bool restore(const config& cfg, state::store& store,
         "windows",
         problem);
     store.set_aside(problem);
+    // The snapshot and the pipelines restored so far go before the empty ones are made:
+    // all three at once would be about 3 times the sketches, past what the memory check
+    // at start allows for (twice), on the very start that is to recover.
+    snap.reset();
+    pipelines.clear();
     pipelines = make_pipelines(cfg);
     positions.clear();
     return true;
@@ -199,7 +209,6 @@ bool restore(const config& cfg, state::store& store,
                   problem);
     return false;
   };
-  std::optional<state::snapshot> snap;
   try {
     snap = store.read();
   } catch (const state::unreadable_error& e) {
@@ -235,7 +244,9 @@ bool restore(const config& cfg, state::store& store,
             "snapshot was written while the clock was ahead); they would not move until it "
             "catches up: the pipeline starts with empty windows",
             store.path(), name, ahead / 1000);
-        *it = std::make_unique<pipeline>((*it)->config());
+        const pipeline_config config = (*it)->config();
+        it->reset();  // before its empty successor is made: never both in memory
+        *it = std::make_unique<pipeline>(config);
         restored.insert(name);  // what there was to say is said
         continue;
       }
@@ -536,10 +547,14 @@ int run(const config& cfg) {
     }
   };
 
+  // The generator starts once the consumer is in its group: events produced before, while
+  // the group forms (seconds), would be read back one partition's backlog at a time, and
+  // since the generator keys events by item, the first windows would hold a few
+  // partitions' items only and report false heavy hitters.
   std::unique_ptr<generator> gen;
+  bool generator_started = false;
   if (cfg.generator) {
     gen = std::make_unique<generator>(*cfg.generator, bootstrap, cfg.kafka.properties);
-    gen->start();
   }
   ready.set(true);
 
@@ -559,6 +574,10 @@ int run(const config& cfg) {
       break;
     }
     if (gen) {
+      if (!generator_started && source.assigned_once()) {
+        gen->start();
+        generator_started = true;
+      }
       if (const std::optional<std::string> failure = gen->fatal_error()) {
         log->critical("the generator stopped, stopping too: {}", *failure);
         ready.set(false, "the generator stopped: " + *failure);
@@ -615,7 +634,8 @@ int run(const config& cfg) {
         "(start it again to apply a new one)",
         SIGHUP);
   } else if (stop_signal.load()) {
-    log->info("received signal {}, shutting down", stop_signal.load());
+    log->info("received signal {} (SIG{}), shutting down", stop_signal.load(),
+              sigabbrev_np(stop_signal.load()));
   }
   if (gen) gen->stop();
   if (status == 0) {

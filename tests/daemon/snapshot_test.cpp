@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -187,12 +188,46 @@ TEST(SnapshotStore, ADirectoryInUseIsRefused) {
   EXPECT_NO_THROW(state::store again(dir.path()));
 }
 
+// A state directory removed while sketchd runs (rm -rf of state.dir) takes the lock file
+// with it: the next snapshot locks the directory it creates again, so that a second
+// sketchd is still kept out; and if a second one got in first, the first stops writing
+// there.
+TEST(SnapshotStore, TheLockOutlivesTheDirectorysRemoval) {
+  temp_dir dir;
+  const std::string state_dir = dir.path() + "/state";
+  {
+    state::store first(state_dir);
+    fs::remove_all(state_dir);
+    (void)first.write(sample());
+    EXPECT_THROW(state::store second(state_dir), state::snapshot_error);
+  }
+  {
+    state::store first(state_dir);
+    fs::remove_all(state_dir);
+    state::store second(state_dir);  // the directory is new: its lock is free
+    try {
+      (void)first.write(sample());
+      FAIL() << "two stores wrote to one directory";
+    } catch (const state::snapshot_error& e) {
+      EXPECT_NE(std::string(e.what()).find("is in use by another sketchd"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_FALSE(fs::exists(second.path()));
+    (void)second.write(sample());
+    EXPECT_TRUE(second.read().has_value());
+  }
+}
+
 // A snapshot that cannot be read at all is an unreadable_error, which sketchd never sets
 // aside (nothing says the file is bad); a corrupt one is a plain snapshot_error.
 TEST(SnapshotStore, UnreadableIsToldApartFromCorrupt) {
   temp_dir dir;
   state::store store(dir.path());
   fs::create_directory(store.path());  // "sketchd.snapshot" is a directory
+  EXPECT_THROW((void)store.read(), state::unreadable_error);
+  fs::remove(store.path());
+  // A FIFO: refused at once, not waited on for a writer.
+  ASSERT_EQ(::mkfifo(store.path().c_str(), 0600), 0);
   EXPECT_THROW((void)store.read(), state::unreadable_error);
   fs::remove(store.path());
   std::ofstream(store.path()) << "not a snapshot";

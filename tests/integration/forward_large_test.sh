@@ -12,9 +12,10 @@
 #     event produced after the large one is forwarded too (sketchd keeps consuming);
 #   - an event of 2,000,000 bytes produced with lz4 (as an upstream producer compressing
 #     its batches would) is forwarded too (the mock broker sets no size limit);
-#   - restarted with message.max.bytes: 1048588 in kafka.properties, a message over it is
+#   - restarted with message.max.bytes: 500000 in kafka.properties, a message over it is
 #     not dropped: consumption stops and /readyz answers 503 with the reason
-#     (MSG_SIZE_TOO_LARGE), as when an output broker refuses a message.
+#     (MSG_SIZE_TOO_LARGE), as when an output broker refuses a message; the event after
+#     it is not forwarded (it is read again after a restart).
 #
 # Usage: forward_large_test.sh PATH/TO/sketchd
 set -euo pipefail
@@ -129,16 +130,19 @@ log "an event of 2,000,000 bytes, produced with lz4, is forwarded too"
 stop_process "$daemon_pid" 10 || fail "sketchd did not stop within 10 s of SIGTERM"
 
 # Over a limit set in kafka.properties: not dropped, consumption stops with the reason.
-sed -i 's/heartbeat.interval.ms: 1000 }/heartbeat.interval.ms: 1000, message.max.bytes: 1048588 }/' "$work/sketchd.yaml"
-grep -q 'message.max.bytes: 1048588' "$work/sketchd.yaml" || fail "could not set message.max.bytes"
-start_daemon "$work/sketchd.yaml" sketchd-limited
+sed -i 's/heartbeat.interval.ms: 1000 }/heartbeat.interval.ms: 1000, message.max.bytes: 500000 }/' "$work/sketchd.yaml"
+grep -q 'message.max.bytes: 500000' "$work/sketchd.yaml" || fail "could not set message.max.bytes"
+# Both events are in the topic before sketchd starts, and together under the consumer's
+# max.partition.fetch.bytes (1 MiB), so that one fetch, and sketchd's first batch, holds both.
 "$python" - "$work" <<'EOF'
 import sys
 head, tail = '{"user":{"id":"oversized"},"pad":"', '"}'
 with open(f"{sys.argv[1]}/oversized", "w") as f:
-    f.write("oversized|" + head + "x" * (1100000 - len(head) - len(tail)) + tail + "\n")
+    f.write("oversized|" + head + "x" * (600000 - len(head) - len(tail)) + tail + "\n")
+    f.write('later|{"user":{"id":"later"}}\n')
 EOF
 produce events -K'|' -X message.max.bytes=2000000 <"$work/oversized"
+start_daemon "$work/sketchd.yaml" sketchd-limited
 wait_metric 'sketchd_consumption_stopped' -eq 1 30
 api readyz "$work/readyz.txt"
 [[ $api_status == 503 ]] || fail "/readyz answered $api_status after the oversized event, not 503"
@@ -149,4 +153,11 @@ grep -q "forwarding to topic unique failed (MSG_SIZE_TOO_LARGE" "$work/readyz.tx
 log "an event over the limit stops consumption: $(cut -c1-200 "$work/readyz.txt")"
 
 stop_process "$daemon_pid" 10 || fail "sketchd did not stop within 10 s of SIGTERM"
+# The event after the oversized one (in the same batch) is not forwarded either: it is
+# read again after a restart, and forwarding it now would
+# deliver it twice, and before the one that failed.
+kcat -C -b "$bootstrap" -t unique -o beginning -e -q -f '%k\n' >"$work/unique.keys" || fail "kcat could not read unique"
+grep -qx later "$work/unique.keys" && fail "the event after the oversized one was forwarded: $(tr '\n' ' ' <"$work/unique.keys")"
+[[ $(wc -l <"$work/unique.keys") == 8 ]] || fail "the output topic holds $(wc -l <"$work/unique.keys") events, expected 8"
+log "nothing after the failed event was forwarded"
 log "PASS"

@@ -110,7 +110,8 @@ struct partition_lag {
 };
 
 // Not thread-safe, one owner (the processing thread), except lag(), brokers_up(),
-// consume_errors(), assigned_partitions() and fatal_error(), which any thread may call. The poller
+// consume_errors(), assigned_partitions(), assigned_once() and fatal_error(), which any
+// thread may call. The poller
 // thread is internal.
 class source {
  public:
@@ -176,6 +177,8 @@ class source {
     return message_errors_.load(std::memory_order_relaxed);
   }
   [[nodiscard]] std::size_t assigned_partitions() const noexcept { return assigned_.load(); }
+  // A rebalance has assigned partitions to this consumer (even none): it is in its group.
+  [[nodiscard]] bool assigned_once() const noexcept { return assigned_once_.load(); }
   // Set when librdkafka reported a fatal error: the daemon must stop.
   [[nodiscard]] std::optional<std::string> fatal_error() const;
 

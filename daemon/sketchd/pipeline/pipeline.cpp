@@ -233,6 +233,7 @@ pipeline_summary pipeline::summary() const {
   if (dedup_) {
     s.has_dedup = true;
     s.fill = dedup_->fill_ratio(0);
+    s.generations = dedup_->generations();
     s.estimated_fpr = dedup_->estimated_fpr();
     s.target_fpr = dedup_->target_fpr();
   }

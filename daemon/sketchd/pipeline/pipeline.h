@@ -57,6 +57,7 @@ struct pipeline_summary {
   std::uint64_t window_items = 0;
   std::vector<sketch::top_k_tracker::entry> top;  // at most 3
   double fill = 0;                                // newest generation
+  std::size_t generations = 0;                    // of the rolling Bloom filter
   double estimated_fpr = 0;
   double target_fpr = 0;
   bool has_heavy_hitters = false;

@@ -237,29 +237,59 @@ store::store(std::string dir)
   }
   // One instance per directory: two would write the same files, and restore each other's
   // positions. The lock goes with the process, however it ends.
-  const std::string lock_path = (std::filesystem::path(dir_) / kLockFileName).string();
-  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) throw snapshot_error(system_error("cannot open", lock_path, errno));
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int error = errno;
-    ::close(lock_fd_);
-    lock_fd_ = -1;
-    if (error == EWOULDBLOCK) {
-      throw snapshot_error(fmt::format(
-          "the state directory {} is in use by another sketchd (it holds {}): give each instance "
-          "a state.dir of its own",
-          dir_, lock_path));
-    }
-    throw snapshot_error(system_error("cannot lock", lock_path, error));
-  }
+  lock_path_ = (std::filesystem::path(dir_) / kLockFileName).string();
+  lock_fd_ = take_lock();
 }
 
 store::~store() {
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
+int store::take_lock() const {
+  const int fd = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw snapshot_error(system_error("cannot open", lock_path_, errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    ::close(fd);
+    if (error == EWOULDBLOCK) {
+      throw snapshot_error(fmt::format(
+          "the state directory {} is in use by another sketchd (it holds {}): give each instance "
+          "a state.dir of its own",
+          dir_, lock_path_));
+    }
+    throw snapshot_error(system_error("cannot lock", lock_path_, error));
+  }
+  return fd;
+}
+
+void store::keep_lock() {
+  struct stat held {};
+  struct stat now {};
+  if (::fstat(lock_fd_, &held) == 0 && ::stat(lock_path_.c_str(), &now) == 0 &&
+      held.st_dev == now.st_dev && held.st_ino == now.st_ino) {
+    return;
+  }
+  // The lock file was removed (with its directory, say) or replaced: the flock held is on
+  // a file nobody else opens, so another sketchd could start on this directory. Take the
+  // lock of the directory as it is now; if another sketchd already has, this one must not
+  // write there.
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir_, ec)) {
+    std::filesystem::create_directories(dir_, ec);
+    if (ec)
+      throw snapshot_error(
+          fmt::format("cannot create the state directory {} again: {}", dir_, ec.message()));
+    logger()->warn("the state directory {} was gone: created it again", dir_);
+  }
+  const int fd = take_lock();
+  ::close(lock_fd_);
+  lock_fd_ = fd;
+  logger()->warn("the lock file {} was gone: locked the state directory again", lock_path_);
+}
+
 store::write_result store::write(const snapshot& s) {
   const auto start = std::chrono::steady_clock::now();
+  keep_lock();
   const std::string tmp = path_ + ".tmp";
   // On any error: the temporary file goes, the previous snapshot stays as it was.
   const auto fail = [&](std::string_view what, const std::string& path, int error) {
@@ -315,7 +345,10 @@ store::write_result store::write(const snapshot& s) {
 }
 
 std::optional<snapshot> store::read() const {
-  const unique_fd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: opening a FIFO put there by mistake must not wait for a writer forever
+  // (before the signal handlers and the HTTP server are up). It does not change how a
+  // regular file reads.
+  const unique_fd fd(::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) {
     if (errno == ENOENT) return std::nullopt;
     throw unreadable_error(system_error("cannot read", path_, errno));

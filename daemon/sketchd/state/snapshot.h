@@ -74,7 +74,8 @@ class store {
   // Writes the snapshot atomically (see the file comment), streaming it: the pipelines'
   // states are not copied. Throws snapshot_error naming the file and the system's reason
   // ("No space left on device"…); the previous snapshot is then intact. A state directory
-  // removed while sketchd runs is created again, with a warning.
+  // removed while sketchd runs is created again, with a warning, and locked again first:
+  // when another sketchd has taken the new directory meanwhile, the write fails.
   write_result write(const snapshot& s);
 
   // The snapshot, or nullopt when there is none (a leftover .tmp of an interrupted write
@@ -90,8 +91,15 @@ class store {
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
 
  private:
+  // Opens and flocks DIR/sketchd.lock; throws snapshot_error when another store holds it.
+  [[nodiscard]] int take_lock() const;
+  // Makes sure the lock held is on the lock file of the directory as it is now: one
+  // removed with its directory (rm -rf of state.dir) no longer keeps another sketchd out.
+  void keep_lock();
+
   std::string dir_;
   std::string path_;
+  std::string lock_path_;
   int lock_fd_ = -1;
 };
 
