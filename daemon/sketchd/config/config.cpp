@@ -56,11 +56,13 @@ constexpr std::uint64_t kMaxGeneratorDistinct = 1'000'000'000;
 constexpr std::uint64_t kMaxGeneratorRate = 100'000'000;
 
 // A value of the document: its node, where its key is (a null value has no useful
-// position of its own), and its key path such as "pipelines[0].dedup.fpr".
+// position of its own), and its key path such as "pipelines[0].dedup.fpr". `secret`: the
+// value of a secret property (is_secret_property), which no message may show.
 struct field {
   YAML::Node node;
   YAML::Mark key_mark;
   std::string path;
+  bool secret = false;
 };
 
 YAML::Mark mark_of(const field& f) {
@@ -86,21 +88,37 @@ std::string prefix(std::string_view path) {
   return path.empty() ? std::string() : fmt::format("{}: ", path);
 }
 
-// Optimal string alignment distance (Levenshtein plus adjacent transpositions).
+// A key as messages and paths quote it: its first 64 bytes (cut before a UTF-8 character,
+// not inside one) and "…" when it is longer, so that a key of megabytes makes a line of
+// the usual length.
+std::string shown_key(std::string_view key) {
+  constexpr std::size_t kMaxShown = 64;
+  if (key.size() <= kMaxShown) return std::string(key);
+  std::size_t cut = kMaxShown;
+  while (cut > 0 && (static_cast<unsigned char>(key[cut]) & 0xC0) == 0x80) --cut;
+  return fmt::format("{}…", key.substr(0, cut));
+}
+
+// Optimal string alignment distance (Levenshtein plus adjacent transpositions), in
+// O(|b|) memory: the rows of a, a − 1 and a − 2 (a transposition looks two rows back).
 std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  std::vector<std::size_t> before(b.size() + 1);  // row i − 2
+  std::vector<std::size_t> last(b.size() + 1);    // row i − 1
+  std::vector<std::size_t> row(b.size() + 1);     // row i
+  for (std::size_t j = 0; j <= b.size(); ++j) last[j] = j;
   for (std::size_t i = 1; i <= a.size(); ++i) {
+    row[0] = i;
     for (std::size_t j = 1; j <= b.size(); ++j) {
       const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      row[j] = std::min({last[j] + 1, row[j - 1] + 1, last[j - 1] + cost});
       if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        row[j] = std::min(row[j], before[j - 2] + 1);
       }
     }
+    std::swap(before, last);
+    std::swap(last, row);
   }
-  return d[a.size()][b.size()];
+  return last[b.size()];
 }
 
 // The known key closest to `key`, if it is close enough to be a typo.
@@ -110,6 +128,11 @@ std::optional<std::string_view> suggest(std::string_view key,
   std::optional<std::string_view> best;
   std::size_t best_distance = limit + 1;
   for (std::string_view candidate : known) {
+    // The distance is at least the difference of the lengths: a key of another length (a
+    // very long one, say) is not compared at all.
+    const std::size_t longer = std::max(key.size(), candidate.size());
+    const std::size_t shorter = std::min(key.size(), candidate.size());
+    if (longer - shorter > limit) continue;
     const std::size_t distance = edit_distance(key, candidate);
     if (distance < best_distance) {
       best = candidate;
@@ -146,7 +169,17 @@ class checker {
   // `source` is the text of the file, to place errors inside a scalar; it must outlive the
   // checker.
   checker(std::string file, std::string_view source, const getenv_function& getenv)
-      : file_(std::move(file)), source_(source), getenv_(getenv) {}
+      : file_(std::move(file)),
+        source_(source),
+        bom_(source.starts_with("\xEF\xBB\xBF") ? 3 : 0),
+        getenv_(getenv) {}
+
+  // Where the nodes of the document start (YAML::Mark::pos of each, in any order): the
+  // search of a `${` in a scalar stops at the next one (mark_in_scalar).
+  void set_node_starts(std::vector<int> starts) {
+    node_starts_ = std::move(starts);
+    std::sort(node_starts_.begin(), node_starts_.end());
+  }
 
   void error(const YAML::Mark& mark, std::string message) {
     const bool known = !mark.is_null();
@@ -175,9 +208,32 @@ class checker {
       return substitute_variables(f.node.Scalar(), getenv_);
     } catch (const substitution_error& e) {
       for (const substitution_problem& p : e.problems()) {
-        error(mark_in_scalar(f.node.Mark(), f.node.Scalar(), p.offset), prefix(f.path) + p.message);
+        // A secret's text stays out of the message, except the name of a variable it
+        // refers to (`${SASL_PASSWORD}` unset): a reference, by the syntax, not the value.
+        using kind = substitution_problem::kind;
+        const bool shows_text = p.what != kind::unset_variable && p.what != kind::unterminated &&
+                                p.what != kind::nested_default;
+        error(mark_in_scalar(f.node.Mark(), f.node.Scalar(), p.offset),
+              prefix(f.path) + (f.secret && shows_text
+                                    ? std::string("invalid \"${…}\" in the value (not shown: a "
+                                                  "secret): a variable name is letters, digits "
+                                                  "and _, not starting with a digit; \"$$\" is "
+                                                  "a literal \"$\"")
+                                    : p.message));
       }
       return std::nullopt;
+    }
+  }
+
+  // Whether the value is a scalar that is empty after substitution (`""`, or `${VAR:-}`
+  // with VAR unset or empty): an optional key with such a value keeps its default. A
+  // value that cannot be substituted is not empty: reading it reports why.
+  [[nodiscard]] bool empty_after_substitution(const field& f) const {
+    if (!f.node.IsScalar()) return false;
+    try {
+      return substitute_variables(f.node.Scalar(), getenv_).empty();
+    } catch (const substitution_error&) {
+      return false;
     }
   }
 
@@ -291,39 +347,114 @@ class checker {
     std::vector<field> elements;
     for (auto it = f.node.begin(); it != f.node.end(); ++it) {
       const YAML::Node element = *it;
-      elements.push_back(field{element, element.Mark().is_null() ? mark_of(f) : element.Mark(),
-                               fmt::format("{}[{}]", f.path, elements.size())});
+      YAML::Mark mark = element.Mark();
+      if (mark.is_null()) {
+        mark = mark_of(f);
+      } else if (element.IsNull()) {
+        mark = null_entry_mark(mark);
+      }
+      elements.push_back(field{element, mark, fmt::format("{}[{}]", f.path, elements.size())});
     }
     return elements;
   }
 
  private:
+  // The offset in source_ of a mark's pos: yaml-cpp counts bytes (a '\r' too) from the
+  // start of the text, a UTF-8 byte order mark left out.
+  [[nodiscard]] std::size_t offset_of(int pos) const {
+    return std::min(source_.size(), bom_ + static_cast<std::size_t>(std::max(pos, 0)));
+  }
+
+  // Where the `-` of a list entry without a value is. yaml-cpp gives such a null the mark
+  // of the token after it: the next entry, the next key (another key's line), or the end
+  // of the file (a line past it). The `-` is found by going back from there over blank
+  // lines, comments and white space; if what comes before is not a lone `-` (an explicit
+  // `~` or `null` has its own mark; an entry of a flow list has no `-`), the mark stays.
+  [[nodiscard]] YAML::Mark null_entry_mark(const YAML::Mark& next) {
+    if (next.pos < 0) return next;
+    if (const auto known = null_entry_marks_.find(next.pos); known != null_entry_marks_.end()) {
+      return known->second;  // the same entry again, through an alias
+    }
+    YAML::Mark mark = next;
+    const std::size_t at = offset_of(next.pos);
+    const std::string_view rest = source_.substr(at);
+    const auto explicit_null = [&rest](std::string_view word) {
+      return rest.starts_with(word) &&
+             (rest.size() == word.size() ||
+              std::string_view(" \t\r\n,]}#").find(rest[word.size()]) != std::string_view::npos);
+    };
+    const bool explicit_entry = explicit_null("~") || explicit_null("null") ||
+                                explicit_null("Null") || explicit_null("NULL");
+    int line = next.line;
+    std::size_t end = at;  // the current line is looked at up to here
+    while (!explicit_entry) {
+      const std::size_t newline = end == 0 ? std::string_view::npos : source_.rfind('\n', end - 1);
+      const std::size_t line_start = newline == std::string_view::npos ? bom_ : newline + 1;
+      std::string_view content = source_.substr(line_start, end - std::min(end, line_start));
+      for (std::size_t i = 0; i < content.size(); ++i) {
+        if (content[i] == '#' && (i == 0 || content[i - 1] == ' ' || content[i - 1] == '\t')) {
+          content = content.substr(0, i);  // a comment
+          break;
+        }
+      }
+      const std::size_t last = content.find_last_not_of(" \t\r");
+      if (last != std::string_view::npos) {
+        if (content[last] == '-' &&
+            (last == 0 || content[last - 1] == ' ' || content[last - 1] == '\t')) {
+          mark.line = line;
+          mark.column = static_cast<int>(last);
+          mark.pos = static_cast<int>(line_start + last - bom_);
+        }
+        break;
+      }
+      if (newline == std::string_view::npos) break;
+      end = newline;
+      --line;
+    }
+    null_entry_marks_.emplace(next.pos, mark);
+    return mark;
+  }
+
   // Where the `${` at `offset` of a scalar's value is in the file. The value is the
   // scalar after YAML's quoting, escapes and line folding, none of which makes or removes
-  // a "${" (short of an escape such as "\x24{"), so the n-th "${" of the value is the n-th
-  // of the file from the scalar's start on. It is taken only when the variable's name
-  // after it is the same too; otherwise the error stays at the scalar's start.
+  // a "${" (short of an escape such as "\x24{", or an escaped line break between "$" and
+  // "{"), so the n-th "${" of the value is the n-th of the file from the scalar's start
+  // on. It is searched for only up to the scalar's end (its closing quote, else the start
+  // of the next node: not in another key's value, nor in a comment after the last), and
+  // taken only when the variable's name after it is the same too; otherwise the error stays
+  // at the scalar's start.
   [[nodiscard]] YAML::Mark mark_in_scalar(const YAML::Mark& scalar, std::string_view value,
                                           std::size_t offset) const {
-    if (scalar.is_null() || offset + 1 >= value.size() || value.substr(offset, 2) != "${") {
+    if (scalar.is_null() || scalar.pos < 0 || offset + 1 >= value.size() ||
+        value.substr(offset, 2) != "${") {
       return scalar;
     }
-    // The scalar's first byte: yaml-cpp counts lines at '\n' and columns in bytes, those
-    // of a UTF-8 byte order mark at the start of the file left out.
-    const std::size_t bom = source_.starts_with("\xEF\xBB\xBF") ? 3 : 0;
-    std::size_t start = scalar.line == 0 ? bom : 0;
-    for (int line = 0; line < scalar.line; ++line) {
-      start = source_.find('\n', start);
-      if (start == std::string_view::npos) return scalar;
-      ++start;
+    const std::size_t start = offset_of(scalar.pos);
+    const auto next = std::upper_bound(node_starts_.begin(), node_starts_.end(), scalar.pos);
+    std::size_t limit = next == node_starts_.end() ? source_.size() : offset_of(*next);
+    limit = std::max(start, limit);
+    if (start < limit && (source_[start] == '"' || source_[start] == '\'')) {
+      // The closing quote: a '"' after an even number of backslashes, a '\'' not doubled.
+      const char quote = source_[start];
+      for (std::size_t i = start + 1; i < limit; ++i) {
+        if (quote == '"' && source_[i] == '\\') {
+          ++i;
+        } else if (source_[i] == quote) {
+          if (quote == '\'' && i + 1 < limit && source_[i + 1] == '\'') {
+            ++i;
+            continue;
+          }
+          limit = i + 1;
+          break;
+        }
+      }
     }
-    start += static_cast<std::size_t>(scalar.column);
-    if (start > source_.size()) return scalar;
+    const std::string_view extent = source_.substr(0, limit);
 
     std::size_t before = 0;  // "${" of the value before offset
     for (std::size_t p = value.find("${"); p < offset; p = value.find("${", p + 2)) ++before;
-    std::size_t at = source_.find("${", start);
-    for (; before > 0 && at != std::string_view::npos; --before) at = source_.find("${", at + 2);
+    std::size_t at = extent.find("${", start);
+    for (; before > 0 && at != std::string_view::npos; --before) at = extent.find("${", at + 2);
     if (at == std::string_view::npos) return scalar;
 
     const auto is_name_char = [](char ch) {
@@ -332,20 +463,23 @@ class checker {
     };
     std::size_t token = offset + 2;
     while (token < value.size() && is_name_char(value[token])) ++token;
-    if (source_.substr(at, token - offset) != value.substr(offset, token - offset)) return scalar;
+    if (extent.substr(at, token - offset) != value.substr(offset, token - offset)) return scalar;
 
     YAML::Mark mark = scalar;
     const std::size_t line_start = source_.rfind('\n', at);
     for (std::size_t p = start; (p = source_.find('\n', p)) < at; ++p) ++mark.line;
     mark.column =
-        static_cast<int>(line_start == std::string_view::npos ? at - bom : at - line_start - 1);
+        static_cast<int>(line_start == std::string_view::npos ? at - bom_ : at - line_start - 1);
     mark.pos = scalar.pos + static_cast<int>(at - start);
     return mark;
   }
 
   std::string file_;
   std::string_view source_;
+  std::size_t bom_;  // the bytes of a UTF-8 byte order mark at the start, which marks leave out
   const getenv_function& getenv_;
+  std::vector<int> node_starts_;                // sorted
+  std::map<int, YAML::Mark> null_entry_marks_;  // null_entry_mark's, by the mark it was given
   std::vector<config_error> errors_;
 };
 
@@ -377,20 +511,22 @@ class mapping {
       const std::string where = self.path.empty() ? "at the top level" : "in " + self.path;
       if (!any_key && std::find(known_.begin(), known_.end(), key) == known_.end()) {
         if (const auto close = suggest(key, known_)) {
-          c.error(key_node.Mark(),
-                  fmt::format("unknown key \"{}\" {} (did you mean \"{}\"?)", key, where, *close));
+          c.error(key_node.Mark(), fmt::format("unknown key \"{}\" {} (did you mean \"{}\"?)",
+                                               shown_key(key), where, *close));
         } else {
-          c.error(key_node.Mark(), fmt::format("unknown key \"{}\" {} (known keys: {})", key, where,
-                                               fmt::join(known_, ", ")));
+          c.error(key_node.Mark(), fmt::format("unknown key \"{}\" {} (known keys: {})",
+                                               shown_key(key), where, fmt::join(known_, ", ")));
         }
         continue;
       }
       if (const auto [at, fresh] = index_.try_emplace(key, entries_.size()); !fresh) {
-        c.error(key_node.Mark(), fmt::format("duplicate key \"{}\" {} (first at line {})", key,
-                                             where, entries_[at->second].second.key_mark.line + 1));
+        c.error(key_node.Mark(),
+                fmt::format("duplicate key \"{}\" {} (first at line {})", shown_key(key), where,
+                            entries_[at->second].second.key_mark.line + 1));
         continue;
       }
-      entries_.emplace_back(key, field{value_node, key_node.Mark(), child_path(key, any_key)});
+      entries_.emplace_back(key, field{value_node, key_node.Mark(), child_path(key, any_key),
+                                       any_key && is_secret_property(key)});
     }
   }
 
@@ -431,11 +567,12 @@ class mapping {
   }
 
   // Reads an optional key with `convert` (a checker member bound to its limits) into
-  // `out`; false if the value was present and wrong.
+  // `out`; false if the value was present and wrong. A value that is empty after
+  // substitution leaves `out` as it is, as a missing key or value does.
   template <typename T, typename Convert>
   bool read(std::string_view key, T& out, Convert convert) const {
     const auto f = get(key);
-    if (!f) return true;
+    if (!f || checker_->empty_after_substitution(*f)) return true;
     const auto value = convert(*f);
     if (!value) return false;
     out = static_cast<T>(*value);
@@ -455,7 +592,7 @@ class mapping {
 
  private:
   [[nodiscard]] std::string child_path(std::string_view key, bool any_key) const {
-    if (any_key) return fmt::format("{}[\"{}\"]", self_.path, key);
+    if (any_key) return fmt::format("{}[\"{}\"]", self_.path, shown_key(key));
     return self_.path.empty() ? std::string(key) : fmt::format("{}.{}", self_.path, key);
   }
 
@@ -847,7 +984,7 @@ kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
   }
 
   if (const auto g = m.get("group_id")) {
-    if (auto value = c.nonempty_text(*g)) k.group_id = std::move(*value);
+    if (auto value = c.text(*g); value && !value->empty()) k.group_id = std::move(*value);
   }
   if (const field* p = m.find("properties")) {
     where.section = *p;
@@ -856,7 +993,10 @@ kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
         rd_kafka_conf_new(), &rd_kafka_conf_destroy);
     for (const auto& [key, value_field] : pm.entries()) {
       std::string_view instead;
-      if (key == "bootstrap.servers") instead = "set kafka.brokers instead";
+      // metadata.broker.list is librdkafka's other name of bootstrap.servers.
+      if (key == "bootstrap.servers" || key == "metadata.broker.list") {
+        instead = "set kafka.brokers instead";
+      }
       if (key == "group.id") instead = "set kafka.group_id instead";
       if (key == "enable.auto.offset.store") {
         instead = "sketchd stores offsets itself, once a message's outputs are delivered";
@@ -876,14 +1016,6 @@ kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
       }
       auto value = c.text(value_field);
       if (!value) continue;
-      if (key == "enable.auto.commit" && *value != "true") {
-        // Without it, offsets are committed only at a rebalance and at exit: a crash would
-        // read everything since the start again.
-        c.error(value_field,
-                "must stay true: sketchd commits the offsets it has stored in the background "
-                "(every auto.commit.interval.ms)");
-        continue;
-      }
       // librdkafka checks the name and the value now, so that a bad property is reported
       // here with its line, not when the clients are created. A value can be a secret:
       // librdkafka's message is redacted of it.
@@ -899,6 +1031,21 @@ kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
         case RD_KAFKA_CONF_INVALID:
           c.error(value_field, kafka::redact(errstr.data(), {*value}));
           continue;
+      }
+      // Without it, offsets are committed only at a rebalance and at exit: a crash would
+      // read everything since the start again. Judged by librdkafka's own reading of the
+      // value (it takes true, t and 1 in any case), read back from the scratch conf.
+      if (key == "enable.auto.commit") {
+        std::array<char, 16> setting{};
+        std::size_t size = setting.size();
+        if (rd_kafka_conf_get(scratch.get(), key.c_str(), setting.data(), &size) !=
+                RD_KAFKA_CONF_OK ||
+            std::string_view(setting.data()) != "true") {
+          c.error(value_field,
+                  "must stay true: sketchd commits the offsets it has stored in the background "
+                  "(every auto.commit.interval.ms)");
+          continue;
+        }
       }
       where.entries.emplace(key, value_field);
       k.properties.emplace(key, std::move(*value));
@@ -948,7 +1095,7 @@ http_config read_http(checker& c, const field& f) {
   const auto listen = m.get("listen");
   if (!listen) return h;
   const auto value = c.text(*listen);
-  if (!value) return h;
+  if (!value || value->empty()) return h;  // empty after substitution: the default
   const auto bad = [&](std::string_view why) {
     c.error(*listen, fmt::format("{}, got \"{}\"", why, *value));
     return h;
@@ -1344,39 +1491,133 @@ std::string config_error::to_string() const {
 
 namespace {
 
-// Where the documents of a YAML stream start, from the parser's events: the mark of each
-// document's start and of its root node (what YAML::Node::Mark() gives).
+// The most nodes, and bytes of scalars, that the aliases of a document may repeat of their
+// anchors. The checker visits a node once per path to it, so aliases of aliases multiply
+// its work (a few kilobytes can stand for billions of nodes); no configuration comes near.
+constexpr std::uint64_t kMaxAliasedNodes = 1'000'000;
+constexpr std::uint64_t kMaxAliasedBytes = std::uint64_t{64} << 20;
+
+// What the parser's events tell of a YAML stream: where each document starts and its root
+// node (the mark YAML::Node::Mark() gives), where every node of the first document starts,
+// and the first alias by which the first document's aliases repeat more than
+// kMaxAliasedNodes nodes or kMaxAliasedBytes bytes (counted without expanding anything).
 class document_marks : public YAML::EventHandler {
  public:
   struct document {
     YAML::Mark start;
     YAML::Mark root = YAML::Mark::null_mark();
+    bool empty = false;  // the root is a null with nothing written: its mark is the next token's
   };
   std::vector<document> documents;
+  std::vector<int> node_starts;  // Mark::pos of every node of the first document, in order
+  std::optional<YAML::Mark> too_many_aliased;
+  bool aliased_cycle = false;  // that alias is inside its own anchor: it repeats forever
 
-  void OnDocumentStart(const YAML::Mark& mark) override { documents.push_back({mark}); }
-  void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
-  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
-  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
-                const std::string&) override {
-    node(mark);
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    documents.push_back({mark});
+    // Anchors are the document's own.
+    anchors_.clear();
+    open_.clear();
   }
-  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    const bool root = node(mark);
+    if (root) documents.back().empty = true;
+    leaf(anchor, 0);
+  }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    node(mark);
+    if (documents.size() != 1) return;
+    size repeated{kMaxAliasedNodes + 1, 0};
+    bool cycle = true;
+    if (anchor < anchors_.size() && !anchors_[anchor].open) {
+      repeated = anchors_[anchor].expanded;
+      cycle = false;
+    }
+    aliased_.nodes = saturated(aliased_.nodes + repeated.nodes);
+    aliased_.bytes = saturated(aliased_.bytes + repeated.bytes);
+    if (!too_many_aliased &&
+        (aliased_.nodes > kMaxAliasedNodes || aliased_.bytes > kMaxAliasedBytes)) {
+      too_many_aliased = mark;
+      aliased_cycle = cycle;
+    }
+    add(repeated);
+  }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                const std::string& value) override {
+    node(mark);
+    leaf(anchor, value.size());
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
                        YAML::EmitterStyle::value) override {
     node(mark);
+    open(anchor);
   }
-  void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+  void OnSequenceEnd() override { close(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
                   YAML::EmitterStyle::value) override {
     node(mark);
+    open(anchor);
   }
-  void OnMapEnd() override {}
+  void OnMapEnd() override { close(); }
 
  private:
-  void node(const YAML::Mark& mark) {
-    if (!documents.empty() && documents.back().root.is_null()) documents.back().root = mark;
+  // A node and what it holds, with its aliases expanded; saturated at a bound past both
+  // limits, since nested aliases grow exponentially.
+  struct size {
+    std::uint64_t nodes = 0;
+    std::uint64_t bytes = 0;
+  };
+  struct anchor_state {
+    size expanded;
+    bool open = false;  // its collection is still being read
+  };
+  struct collection {
+    YAML::anchor_t anchor;
+    size expanded;
+  };
+
+  static std::uint64_t saturated(std::uint64_t n) {
+    return std::min(n, kMaxAliasedBytes + kMaxAliasedNodes + 1);
   }
+
+  // Whether the node is the document's root.
+  bool node(const YAML::Mark& mark) {
+    if (documents.size() == 1) node_starts.push_back(mark.pos);
+    if (documents.empty() || !documents.back().root.is_null()) return false;
+    documents.back().root = mark;
+    return true;
+  }
+  void add(const size& s) {
+    if (open_.empty()) return;
+    open_.back().expanded.nodes = saturated(open_.back().expanded.nodes + s.nodes);
+    open_.back().expanded.bytes = saturated(open_.back().expanded.bytes + s.bytes);
+  }
+  void anchored(YAML::anchor_t anchor, const size& s, bool still_open) {
+    if (anchor == YAML::NullAnchor) return;
+    if (anchors_.size() <= anchor) anchors_.resize(anchor + 1);
+    anchors_[anchor] = {s, still_open};
+  }
+  void leaf(YAML::anchor_t anchor, std::size_t bytes) {
+    const size s{1, bytes};
+    anchored(anchor, s, false);
+    add(s);
+  }
+  void open(YAML::anchor_t anchor) {
+    anchored(anchor, {}, true);
+    open_.push_back({anchor, {1, 0}});
+  }
+  void close() {
+    if (open_.empty()) return;
+    const collection done = open_.back();
+    open_.pop_back();
+    anchored(done.anchor, done.expanded, false);
+    add(done.expanded);
+  }
+
+  std::vector<anchor_state> anchors_;  // by anchor number (yaml-cpp counts them from 1)
+  std::vector<collection> open_;       // the collections being read, outermost first
+  size aliased_;                       // what the aliases repeated so far
 };
 
 // The byte at a mark's line and column (yaml-cpp counts them after a UTF-8 byte order mark,
@@ -1420,6 +1661,18 @@ load_result load_config_string(std::string_view yaml, const std::string& file_na
         return result;
       }
     }
+    if (marks.too_many_aliased) {
+      c.error(*marks.too_many_aliased,
+              marks.aliased_cycle
+                  ? "this alias is inside the node its anchor names: it would repeat it forever"
+                  : fmt::format("with this alias, the aliases of the file repeat more than {} "
+                                "nodes or {} MiB of values of their anchors: no configuration "
+                                "is that large (is an alias repeated by mistake?)",
+                                grouped(kMaxAliasedNodes), kMaxAliasedBytes >> 20));
+      result.errors = c.take_errors();
+      return result;
+    }
+    c.set_node_starts(std::move(marks.node_starts));
     root = YAML::Load(text);  // the first document
   } catch (const YAML::DeepRecursion& e) {
     c.error(e.mark, "invalid YAML: nested too deeply");
@@ -1433,8 +1686,11 @@ load_result load_config_string(std::string_view yaml, const std::string& file_na
   const std::size_t documents = marks.documents.size();
   // Several documents: that is the error, even when the first is empty (say, a file that
   // starts with "---" twice).
+  // At its root, or where it starts (its "---") when it is empty: the mark of a null
+  // with nothing written is the next token's, maybe past the end of the file.
   if (documents > 1) {
-    c.error(marks.documents[1].root.is_null() ? marks.documents[1].start : marks.documents[1].root,
+    const auto& second = marks.documents[1];
+    c.error(second.root.is_null() || second.empty ? second.start : second.root,
             "only one YAML document is allowed (remove the \"---\")");
   }
   if (documents == 0 || root.IsNull()) {

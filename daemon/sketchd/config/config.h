@@ -20,8 +20,13 @@
 //   - real numbers take decimal or scientific notation (`0.001`, `1e-3`).
 //
 // A section given with no body (`embedded:` alone) is present with its defaults; an
-// optional scalar given with no value, or whose value is empty after substitution (as
-// `dir: "${STATE_DIR:-}"`), keeps its default.
+// optional key given with no value, or whose value is empty after substitution (`""`, or
+// `dir: "${STATE_DIR:-}"` with STATE_DIR unset or empty), keeps its default, as if it were
+// left out. A required key (kafka.brokers, a pipeline's name, dedup.capacity, …) that is
+// empty is an error. The entries of kafka.properties are librdkafka's, not sketchd's: an
+// empty one is passed to librdkafka as it is (and one with no value is an error).
+//
+// The values of secret properties (is_secret_property) never appear in an error message.
 #pragma once
 
 #include <fmt/format.h>
@@ -214,8 +219,16 @@ using getenv_function = std::function<std::optional<std::string>(std::string_vie
 // One problem of a text's `${…}`: the message, and where in the text the `${` that it is
 // about starts (the one without a variable, or the nested one of a default).
 struct substitution_problem {
+  enum class kind {
+    unset_variable,  // the message names the variable
+    invalid_name,    // the message quotes the text between the braces
+    unterminated,    // the message quotes nothing of the text
+    nested_default,  // the message names the outer variable
+  };
+
   std::string message;
   std::size_t offset = 0;
+  kind what = kind::invalid_name;  // by default the kind whose message shows the most
 };
 
 // What substitute_variables throws: every problem of the text, in order (at least one).

@@ -152,7 +152,8 @@ std::string substitute_variables(std::string_view text, const getenv_function& g
     }
     const std::size_t close = text.find('}', i + 2);
     if (close == std::string_view::npos) {
-      problems.push_back({"unterminated \"${\" (write \"$$\" for a literal \"$\")", i});
+      problems.push_back({"unterminated \"${\" (write \"$$\" for a literal \"$\")", i,
+                          substitution_problem::kind::unterminated});
       break;  // the rest of the text is inside it
     }
     const std::string_view inside = text.substr(i + 2, close - i - 2);
@@ -164,7 +165,7 @@ std::string substitute_variables(std::string_view text, const getenv_function& g
       problems.push_back({fmt::format("invalid variable name \"{}\" in \"${{{}}}\" (letters, "
                                       "digits and _, not starting with a digit)",
                                       name, inside),
-                          start});
+                          start, substitution_problem::kind::invalid_name});
       continue;
     }
     // The default, with `$$` read as `$`: checked even when the variable is set, so that
@@ -182,7 +183,7 @@ std::string substitute_variables(std::string_view text, const getenv_function& g
               {fmt::format("nested \"${{…}}\" in the default of ${{{}}} is not supported (a "
                            "default is plain text; \"$$\" in it is a literal \"$\")",
                            name),
-               j});
+               j, substitution_problem::kind::nested_default});
           fallback.reset();
           break;
         } else {
@@ -199,7 +200,7 @@ std::string substitute_variables(std::string_view text, const getenv_function& g
           {fmt::format(
                "environment variable {0} is not set (write ${{{0}:-default}} to give a default)",
                name),
-           start});
+           start, substitution_problem::kind::unset_variable});
       continue;
     }
     out += *value;
