@@ -144,11 +144,11 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
         tracker_.add(tracker_.slot(r.topic_index, r.partition), r.offset, outputs);
     for (std::size_t i : targets) {
       const verdict v = verdicts_[i][cursors_[i]++];
-      // After a failure nothing more is forwarded: consumption stops, and the messages
-      // after the failed one are read again after a restart, so forwarding them now would
-      // deliver them twice and put them before it. Their tickets stay unreported, so
-      // their offsets are never stored.
-      if (outputs == 0 || failed()) continue;
+      // After a failure (or a forward abandoned at a stop) nothing more is forwarded:
+      // consumption stops, and the messages after the failed one are read again after a
+      // restart, so forwarding them now would deliver them twice and put them before it.
+      // Their tickets stay unreported, so their offsets are never stored.
+      if (outputs == 0 || failed() || abandoned_) continue;
       std::optional<std::size_t> route_index;
       if (v == verdict::first_seen) route_index = outputs_[i].first_seen;
       if (v == verdict::duplicate) route_index = outputs_[i].duplicate;
@@ -160,7 +160,11 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
       if (err == kafka::error_code::no_error) continue;
       // queue_full after a stop request: not a failure, the message simply stays
       // undelivered, so its offset is never stored and it is read again after a restart.
-      if (err == kafka::error_code::queue_full) continue;
+      // Nothing after it is forwarded either, for the same reason as after a failure.
+      if (err == kafka::error_code::queue_full) {
+        abandoned_ = true;
+        continue;
+      }
       forward_failed(rt, err, kafka::describe(err), ticket);
     }
   }

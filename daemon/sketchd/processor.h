@@ -144,6 +144,9 @@ class processor {
   std::vector<pipeline_outputs> outputs_;
   std::function<bool()> stop_;
   std::function<bool()> give_up_;
+  // A forward was abandoned because of a stop request, its queue full: nothing after it is
+  // forwarded (it would be delivered again after the restart, and ahead of it).
+  bool abandoned_ = false;
   std::unique_ptr<kafka::sink> sink_;
   kafka::offset_tracker tracker_;
   // Per pipeline, reused for every batch (sized for kafka.batch_size at construction): the

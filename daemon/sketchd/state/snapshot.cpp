@@ -317,12 +317,17 @@ store::write_result store::write(const snapshot& s) {
     if (fd.get() < 0) throw snapshot_error(system_error("cannot create", tmp, errno));
     bool ok = true;
     int error = 0;
-    bytes = emit(s, [&](std::string_view piece) {
-      if (ok && !write_all(fd.get(), piece)) {
-        ok = false;
-        error = errno;
-      }
-    });
+    try {
+      bytes = emit(s, [&](std::string_view piece) {
+        if (ok && !write_all(fd.get(), piece)) {
+          ok = false;
+          error = errno;
+        }
+      });
+    } catch (...) {
+      ::unlink(tmp.c_str());  // out of memory: no half-written file is left behind
+      throw;
+    }
     if (!ok) fail("cannot write", tmp, error);
     if (::fsync(fd.get()) != 0) fail("cannot write (fsync)", tmp, errno);
     if (!fd.close()) fail("cannot write (close)", tmp, errno);
