@@ -354,7 +354,13 @@ int run(const config& cfg) {
     }
   }
 
-  processor proc(cfg, writers, so.topics, bootstrap, [] { return stop_requested.load(); });
+  // /readyz and /healthz. The processor calls its stop check every 10 ms while it waits on a
+  // full producer queue: waiting on the output cluster is not a stall.
+  readiness ready;
+  processor proc(cfg, writers, so.topics, bootstrap, [&ready] {
+    ready.beat();
+    return stop_requested.load();
+  });
   {
     std::vector<kafka::partition_offset> positions;
     for (const auto& o : restored_positions) {
@@ -422,7 +428,6 @@ int run(const config& cfg) {
   }
   registry.add(metrics::collect_process_metrics);
 
-  readiness ready;
   http_server http(cfg.http, registry, readers, ready);
   const int port = http.start();
   spdlog::get("http")->info(
@@ -557,6 +562,7 @@ int run(const config& cfg) {
     gen = std::make_unique<generator>(*cfg.generator, bootstrap, cfg.kafka.properties);
   }
   ready.set(true);
+  ready.beat();
 
   std::vector<std::uint64_t> consumed(so.topics.size(), 0);
   auto last_summary = std::chrono::steady_clock::now();
@@ -565,6 +571,7 @@ int run(const config& cfg) {
   int status = 0;
 
   while (!stop_requested.load()) {
+    ready.beat();
     std::optional<std::string> fatal = source.fatal_error();
     if (!fatal) fatal = proc.fatal_error();
     if (fatal) {

@@ -20,6 +20,28 @@
 
 namespace sketchd {
 
+namespace {
+
+std::int64_t steady_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+readiness::readiness(std::chrono::milliseconds stall_limit)
+    : stall_limit_(stall_limit), last_beat_ns_(steady_ns()) {}
+
+void readiness::beat() noexcept { last_beat_ns_.store(steady_ns(), std::memory_order_relaxed); }
+
+std::optional<std::chrono::milliseconds> readiness::stalled() const noexcept {
+  const auto since = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::nanoseconds(steady_ns() - last_beat_ns_.load(std::memory_order_relaxed)));
+  if (since > stall_limit_) return since;
+  return std::nullopt;
+}
+
 void readiness::set(bool ready, std::string reason) {
   std::lock_guard lock(mutex_);
   ready_ = ready;
@@ -271,7 +293,18 @@ void http_server::routes() {
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(registry_.scrape(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+  s.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+    if (const auto stalled = ready_.stalled()) {
+      res.status = 503;
+      res.set_content(
+          "{\"status\":\"stalled\",\"reason\":" +
+              json::quote(fmt::format(
+                  "the processing thread has not come round its loop for {} s (limit {} s)",
+                  stalled->count() / 1000, ready_.stall_limit().count() / 1000)) +
+              "}\n",
+          kJson);
+      return;
+    }
     res.set_content("{\"status\":\"ok\"}\n", kJson);
   });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {

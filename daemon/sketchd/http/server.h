@@ -3,8 +3,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,17 +22,32 @@ class Server;
 
 namespace sketchd {
 
-// Whether the daemon is ready, and why not. Thread-safe.
+// Whether the daemon is ready, and why not (/readyz); and whether its processing thread is
+// alive (/healthz): it beats at every turn of its loop, and while it waits on a full
+// producer queue. Thread-safe.
 class readiness {
  public:
+  // The processing thread's loop turns at least every second (the source's poll timeout);
+  // its longest legitimate pause, a snapshot waiting 30 s for the outputs in flight and
+  // then writing the state, stays well under a minute.
+  static constexpr std::chrono::milliseconds kStallLimit{60'000};
+
+  explicit readiness(std::chrono::milliseconds stall_limit = kStallLimit);
   void set(bool ready, std::string reason = {});
   [[nodiscard]] bool ready() const;
   [[nodiscard]] std::string reason() const;
+
+  void beat() noexcept;
+  // How long since the last beat, when that is more than the stall limit.
+  [[nodiscard]] std::optional<std::chrono::milliseconds> stalled() const noexcept;
+  [[nodiscard]] std::chrono::milliseconds stall_limit() const noexcept { return stall_limit_; }
 
  private:
   mutable std::mutex mutex_;
   bool ready_ = false;
   std::string reason_ = "starting";
+  std::chrono::milliseconds stall_limit_;
+  std::atomic<std::int64_t> last_beat_ns_;  // steady clock
 };
 
 // Serves on its own thread from start() to stop(). Handlers only read: the metrics
