@@ -399,6 +399,16 @@ int run(const config& cfg) {
     registry.add([p](std::vector<metrics::metric_family>& out) { p->collect(out); });
   }
   registry.add([&proc](std::vector<metrics::metric_family>& out) { proc.collect(out); });
+  registry.add([&ready](std::vector<metrics::metric_family>& out) {
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    out.push_back({"sketchd_processing_heartbeat_timestamp_seconds",
+                   "Unix time the processing thread last came round its loop (it does at least "
+                   "every second, and checks in while it waits on a full producer queue); "
+                   "/healthz says stalled once this is more than 60 s old.",
+                   metrics::metric_type::gauge,
+                   {{{}, now - std::chrono::duration<double>(ready.since_beat()).count()}}});
+  });
   if (store) {
     const double interval = std::chrono::duration<double>(cfg.state.snapshot_interval).count();
     registry.add([&snapshots, interval](std::vector<metrics::metric_family>& out) {

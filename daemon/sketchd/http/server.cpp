@@ -35,9 +35,12 @@ readiness::readiness(std::chrono::milliseconds stall_limit)
 
 void readiness::beat() noexcept { last_beat_ns_.store(steady_ns(), std::memory_order_relaxed); }
 
+std::chrono::nanoseconds readiness::since_beat() const noexcept {
+  return std::chrono::nanoseconds(steady_ns() - last_beat_ns_.load(std::memory_order_relaxed));
+}
+
 std::optional<std::chrono::milliseconds> readiness::stalled() const noexcept {
-  const auto since = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::nanoseconds(steady_ns() - last_beat_ns_.load(std::memory_order_relaxed)));
+  const auto since = std::chrono::duration_cast<std::chrono::milliseconds>(since_beat());
   if (since > stall_limit_) return since;
   return std::nullopt;
 }

@@ -38,6 +38,8 @@ class readiness {
   [[nodiscard]] std::string reason() const;
 
   void beat() noexcept;
+  // Time since the last beat (or since construction).
+  [[nodiscard]] std::chrono::nanoseconds since_beat() const noexcept;
   // How long since the last beat, when that is more than the stall limit.
   [[nodiscard]] std::optional<std::chrono::milliseconds> stalled() const noexcept;
   [[nodiscard]] std::chrono::milliseconds stall_limit() const noexcept { return stall_limit_; }
