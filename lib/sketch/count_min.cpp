@@ -249,11 +249,29 @@ count_min_sketch count_min_sketch::deserialize(std::string_view record) {
   in.bytes(sketch.counters_.data(), sketch.size_bytes());
   in.done();
   sketch.total_ = total;
-  // An unsaturated counter holds a sum of weights, so it cannot exceed N.
-  for (std::size_t i = 0; i < sketch.counters_.size(); ++i) {
-    const std::uint32_t c = sketch.counters_[i];
-    in.require(c == kSaturated || c <= total,
-               fmt::format("counter {} holds {}, more than N = {}", i, c, total));
+  // What every sequence of updates (plain, conservative, weighted), merges (of either mode)
+  // and subtractions of a merged part leaves. An unsaturated counter holds at most a sum of
+  // weights, so it cannot exceed N; and, by row, the unsaturated counters sum to at most N:
+  // an update raises each of a row's counters by at most its weight (plain: one counter, by
+  // the weight; conservative: each to at most minimum + weight), a merge adds the row sums
+  // and the Ns, a subtraction takes both back. Two stronger rules do not hold and are not
+  // required: a plain row summing to exactly N (a plain sketch may merge a conservative one,
+  // whose rows sum to less, and the rolling Count-Min records the sum of its conservative
+  // slices as a plain sketch), and a saturated counter only when N ≥ kSaturated (subtract()
+  // leaves a saturated counter saturated while N falls). Sums of at most 2^28 counters below
+  // 2^32 fit 64 bits.
+  const std::uint32_t* row = sketch.counters_.data();
+  for (std::uint32_t r = 0; r < depth; ++r, row += width) {
+    std::uint64_t sum = 0;
+    for (std::uint32_t j = 0; j < width; ++j) {
+      const std::uint32_t c = row[j];
+      if (c == kSaturated) continue;
+      in.require(c <= total, fmt::format("counter {} holds {}, more than N = {}",
+                                         std::size_t{r} * width + j, c, total));
+      sum += c;
+    }
+    in.require(sum <= total,
+               fmt::format("the counters of row {} sum to {}, more than N = {}", r, sum, total));
   }
   return sketch;
 }

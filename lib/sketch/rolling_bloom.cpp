@@ -404,8 +404,9 @@ rolling_bloom rolling_bloom::deserialize(std::string_view record) {
     in.require(
         s != newest || inserted < r.share_,
         fmt::format("the newest generation is full ({} items) but was not rotated", inserted));
-    // An insert always sets at least one new bit and at most 8.
-    in.require((inserted == 0) == (f.bits_set() == 0) && f.bits_set() <= 8 * inserted,
+    // An insert is counted only when it sets at least one new bit, and sets at most 8: so
+    // inserted ≤ bits set ≤ 8·inserted (both 0 together).
+    in.require(inserted <= f.bits_set() && f.bits_set() <= 8 * inserted,
                fmt::format("generation in slot {}: {} set bits do not fit {} items", s,
                            f.bits_set(), inserted));
     r.start_ms_[s] = start;

@@ -59,6 +59,27 @@ const rolling_count_min_options& checked(const rolling_count_min_options& o) {
   return o;
 }
 
+// Calls visit(index, hash, estimate) for each candidate of a top-k record that
+// top_k_tracker::deserialize has accepted (the layout drawn in top_k.cpp): the tracker
+// does not show its candidates' hashes, which the window's decoder checks against the sum.
+template <class Visit>
+void for_each_candidate(std::string_view record, Visit&& visit) {
+  detail::record_reader in(record, structure_type::top_k);
+  (void)in.u32();  // k
+  (void)in.u32();  // capacity
+  (void)in.f64();  // phi
+  const std::uint32_t size = in.u32();
+  for (std::uint32_t s = 0; s < size; ++s) {
+    hash128 h;
+    h.low = in.u64();
+    h.high = in.u64();
+    const std::uint64_t estimate = in.u64();
+    (void)in.u8();            // heavy
+    (void)in.view(in.u32());  // item bytes
+    visit(s, h, estimate);
+  }
+}
+
 }  // namespace
 
 rolling_count_min::rolling_count_min(const rolling_count_min_options& options)
@@ -307,18 +328,28 @@ rolling_count_min rolling_count_min::deserialize(std::string_view record) {
 
   rolling_count_min r(o);
   r.current_ = current;
-  const auto read_sketch = [&](const char* what) {
-    count_min_sketch s = count_min_sketch::deserialize(in.record());
+  // A nested record's errors say where it sits in this one ("slice 1: count-min sketch:
+  // …"); the bytes are taken outside, so a nested length past the end is this record's.
+  const auto nested = [&](const std::string& where, std::string_view bytes, auto decode) {
+    try {
+      return decode(bytes);
+    } catch (const format_error& e) {
+      throw format_error(
+          fmt::format("{}: {}: {}", to_string(structure_type::rolling_count_min), where, e.what()));
+    }
+  };
+  const auto read_sketch = [&](const std::string& where) {
+    count_min_sketch s = nested(where, in.record(), count_min_sketch::deserialize);
     in.require(s.width() == r.width_ && s.depth() == r.depth_ && s.seed() == o.seed,
                fmt::format("{}: width {}, depth {}, seed {:#x} do not match the options (width {}, "
                            "depth {}, seed {:#x})",
-                           what, s.width(), s.depth(), s.seed(), r.width_, r.depth_, o.seed));
+                           where, s.width(), s.depth(), s.seed(), r.width_, r.depth_, o.seed));
     return s;
   };
   // The sum of the slices, computed as they are read; the record's own sum must equal it.
   count_min_sketch sum(r.width_, r.depth_, o.seed, false);
   for (std::uint32_t p = 0; p < o.buckets; ++p) {
-    count_min_sketch b = read_sketch("slice");
+    count_min_sketch b = read_sketch(fmt::format("slice {}", p));
     in.require(b.conservative() == o.conservative,
                fmt::format("slice {}: update mode does not match the options", p));
     sum.add_counters(b);
@@ -331,13 +362,32 @@ rolling_count_min rolling_count_min::deserialize(std::string_view record) {
     }
   }
   const count_min_sketch stored_sum = read_sketch("sum");
+  // sum_sketch() writes it plain whatever the slices' mode; a conservative flag would be
+  // read back and written back as another record.
+  in.require(!stored_sum.conservative(), "sum: recorded as a conservative sketch");
   in.require(stored_sum.total_ == sum.total_ && stored_sum.counters_ == sum.counters_,
              "the sum is not the sum of the slices");
   for (std::size_t i = 0; i < r.cells_.size(); ++i) r.cells_[i].sum = sum.counters_[i];
   r.window_total_ = sum.total_;
-  top_k_tracker tracker = top_k_tracker::deserialize(in.record());
+  const std::string_view tracker_record = in.record();
+  top_k_tracker tracker = nested("tracker", tracker_record, top_k_tracker::deserialize);
   in.require(tracker.k() == o.top_k && tracker.phi() == o.threshold && tracker.seed() == o.seed,
              "the tracker's k, phi or seed do not match the options");
+  // The constructor sizes the tracker by default; another capacity would change which
+  // items it keeps from the record on.
+  const std::uint32_t capacity = top_k_tracker::default_capacity(o.top_k, o.threshold);
+  in.require(tracker.capacity() == capacity,
+             fmt::format("tracker: capacity {} is not the {} that top_k and threshold give",
+                         tracker.capacity(), capacity));
+  // A candidate's estimate was the sum's estimate of it when offered or refreshed, and the
+  // sum only grows between the refreshes that follow every rotation: it is never above the
+  // sum's estimate now (so never above N).
+  for_each_candidate(tracker_record, [&](std::uint32_t s, hash128 h, std::uint64_t estimate) {
+    const std::uint64_t window = r.estimate(h);
+    in.require(estimate <= window,
+               fmt::format("tracker: candidate {} has estimate {}, more than the sum's {}", s,
+                           estimate, window));
+  });
   in.done();
   in.require(started == 1 || r.window_total_ == 0, "items counted before any time was seen");
   r.tracker_ = std::move(tracker);

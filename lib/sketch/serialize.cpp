@@ -26,6 +26,16 @@ const char* to_string(structure_type type) noexcept {
 }
 
 namespace detail {
+namespace {
+
+// "a count-min sketch", "an unknown structure".
+std::string with_article(structure_type type) {
+  const std::string_view name = to_string(type);
+  const bool vowel = std::string_view("aeiou").find(name.front()) != std::string_view::npos;
+  return fmt::format("{} {}", vowel ? "an" : "a", name);
+}
+
+}  // namespace
 
 record_writer::record_writer(structure_type type, std::uint64_t seed, std::string* out)
     : out_(out ? out : &own_), start_(out_->size()) {
@@ -72,10 +82,8 @@ record_reader::record_reader(std::string_view input, structure_type expected) : 
     throw format_error(fmt::format("{}: format version {} is not supported (this build reads {})",
                                    what, version, kFormatVersion));
   }
-  if (type != static_cast<std::uint16_t>(expected)) {
-    throw format_error(fmt::format("{}: the record holds a {} (type {})", what,
-                                   to_string(static_cast<structure_type>(type)), type));
-  }
+  // The length and the checksum before the type: a flipped bit in the type field is
+  // corruption, to be reported as such, not as a record of another structure.
   if (length > input.size() - kHeaderSize - kTrailerSize) {
     throw format_error(fmt::format("{}: truncated: payload of {} bytes announced, {} present", what,
                                    length, input.size() - kHeaderSize - kTrailerSize));
@@ -92,6 +100,10 @@ record_reader::record_reader(std::string_view input, structure_type expected) : 
     throw format_error(fmt::format("{}: checksum mismatch (the data is corrupt)", what));
   }
 #endif
+  if (type != static_cast<std::uint16_t>(expected)) {
+    throw format_error(fmt::format("{}: the record holds {} (type {})", what,
+                                   with_article(static_cast<structure_type>(type)), type));
+  }
   payload_ = input.substr(kHeaderSize, static_cast<std::size_t>(length));
 }
 

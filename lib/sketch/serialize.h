@@ -14,7 +14,7 @@
 //   24 + L     8  XXH64 (seed 0) of bytes [0, 24 + L), little-endian
 //
 // All integers are little-endian; doubles are IEEE-754 binary64 stored as their bit
-// pattern. A reader checks the magic, the version, the type, the length and the checksum
+// pattern. A reader checks the magic, the version, the length, the checksum and the type
 // before it looks at the payload, then checks every parameter; anything that does not fit
 // is a `format_error` naming what was wrong, never a crash or a silently empty structure.
 #pragma once
@@ -117,9 +117,10 @@ class record_writer {
   std::size_t start_;  // of the record in *out_
 };
 
-// Reads a record written by record_writer. The constructor checks magic, version, type,
-// length and checksum; every read is bounds-checked and throws format_error past the
-// payload. `done()` throws if payload bytes are left over. Not thread-safe; one owner.
+// Reads a record written by record_writer. The constructor checks magic, version, length,
+// checksum and type (in that order: a corrupt type field is a checksum mismatch); every
+// read is bounds-checked and throws format_error past the payload. `done()` throws if
+// payload bytes are left over. Not thread-safe; one owner.
 class record_reader {
  public:
   record_reader(std::string_view input, structure_type expected);

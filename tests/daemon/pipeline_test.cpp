@@ -210,6 +210,77 @@ TEST(Pipeline, IdleEventClockSlidesByTheWallClock) {
   (void)p.end_batch(wall + 60'000);
 }
 
+// A dedup-only pipeline on the event clock: a window of an hour in 3 slices of 20 minutes
+// (4 generations), each generation holding 10 items (capacity 30).
+pipeline_config small_dedup_config() {
+  pipeline_config c = json_config();
+  c.heavy_hitters.reset();
+  c.dedup = dedup_config{.window = std::chrono::hours(1),
+                         .capacity = 30,
+                         .fpr = 0.001,
+                         .generations = 4,
+                         .output_topic = {},
+                         .duplicates_topic = {}};
+  return c;
+}
+
+// A late message that fills the newest generation: the next generation starts at the
+// pipeline's clock, not at the late message's time. Started at that earlier time, it was
+// rotated out one slice early, and x, seen 40 minutes before within an hour's horizon, was
+// first-seen again.
+TEST(Pipeline, ALateMessageFillingAGenerationKeepsTheHorizon) {
+  const std::int64_t wall = 1'790'000'000'000;
+  const std::int64_t t0 = wall - 7'200'000;  // a backlog two hours old
+  constexpr std::int64_t kMinute = 60'000;
+  pipeline p(small_dedup_config());
+  std::string value;
+  const auto feed = [&](std::string_view id, std::int64_t t) {
+    return p.process(user_event(value, id), t, wall);
+  };
+  p.begin_batch();
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(feed(fmt::format("a{}", i), t0), verdict::first_seen);
+  EXPECT_EQ(feed("x", t0 + 20 * kMinute - 1000), verdict::first_seen);
+  // The tenth item of the generation, from a partition behind the others: it fills it.
+  EXPECT_EQ(feed("late", t0), verdict::first_seen);
+  EXPECT_EQ(feed("b1", t0 + 40 * kMinute), verdict::first_seen);
+  EXPECT_EQ(feed("b2", t0 + 59 * kMinute), verdict::first_seen);
+  // 40 minutes and 2 seconds after x: within the horizon of an hour.
+  EXPECT_EQ(feed("x", t0 + 60 * kMinute + 1000), verdict::duplicate);
+  (void)p.end_batch(wall);
+}
+
+// On the event clock, a message without a timestamp, or with one far in the future, counts
+// at the pipeline's clock: in a backlog, it used to jump the clock to the wall time (or
+// the wall time + 60 s), expiring the whole window, so that the backlog's next repeat of
+// an item was first-seen again.
+TEST(Pipeline, AMessageWithoutAUsableTimestampDoesNotMoveTheEventClock) {
+  const std::int64_t wall = 1'790'000'000'000;
+  const std::int64_t t0 = wall - 7'200'000;  // a backlog two hours old, window 10 s
+  pipeline p(json_config());
+  std::string value;
+  // One message per batch (the batch holds the pipeline's lock, which clock_ms() takes).
+  const auto feed = [&](std::string_view id, std::int64_t t) {
+    p.begin_batch();
+    const verdict v = p.process(user_event(value, id), t, wall);
+    (void)p.end_batch(wall);
+    return v;
+  };
+  EXPECT_EQ(feed("x", t0), verdict::first_seen);
+  EXPECT_EQ(feed("y", -1), verdict::first_seen);
+  EXPECT_EQ(p.clock_ms(), t0);
+  EXPECT_EQ(feed("x", t0 + 1000), verdict::duplicate);
+  EXPECT_EQ(feed("z", wall + 36'000'000), verdict::first_seen);
+  EXPECT_EQ(p.clock_ms(), t0 + 1000);
+  EXPECT_EQ(feed("x", t0 + 2000), verdict::duplicate);
+  EXPECT_EQ(feed("y", t0 + 3000), verdict::duplicate);
+  // Before any timestamp, such a message takes the wall time.
+  pipeline fresh(json_config());
+  fresh.begin_batch();
+  EXPECT_EQ(fresh.process(user_event(value, "y"), -1, wall), verdict::first_seen);
+  (void)fresh.end_batch(wall);
+  EXPECT_EQ(fresh.clock_ms(), wall);
+}
+
 // After a restore, the first item may be older than the restored clock (read again since
 // the snapshot): the clock stays where it was, and from then on an idle stream slides it by
 // the wall time since that item, not by the time since the snapshot was written.

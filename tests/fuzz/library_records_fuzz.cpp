@@ -3,10 +3,11 @@
 // another exception or an allocation beyond what the record holds. A structure that is
 // read back works (queries, updates, window moves) and writes back the very same record.
 //
-// Input: one record. Its length field and checksum are rewritten to fit the input, so that
-// the fuzzer explores what lies past them (a record with a wrong checksum is refused
-// before its payload is read, and tests/unit covers that). Records nested in a record keep
-// their own checksums, which a fuzzing build skips (FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION).
+// Input: one record. Its version, length field and checksum are rewritten to fit the input
+// and this build, so that the fuzzer explores what lies past them (a record of another
+// version or with a wrong checksum is refused before its payload is read, and tests/unit
+// covers that). Records nested in a record keep their own versions and checksums; a fuzzing
+// build skips the checksums (FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION).
 #include <xxhash.h>
 
 #include <algorithm>
@@ -144,6 +145,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string record(reinterpret_cast<const char*>(data), size);
   std::uint16_t type = 0;
   if (record.size() >= sketch::kHeaderSize + sketch::kTrailerSize) {
+    // Inputs of earlier format versions (found/ keeps them) would stop at the version check.
+    const std::uint16_t version = sketch::kFormatVersion;
+    std::memcpy(record.data() + 4, &version, sizeof version);
     const std::uint64_t length = record.size() - sketch::kHeaderSize - sketch::kTrailerSize;
     std::memcpy(record.data() + 16, &length, sizeof length);
     const std::uint64_t checksum = XXH64(record.data(), record.size() - 8, 0);

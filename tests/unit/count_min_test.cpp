@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -391,7 +392,8 @@ TEST(CountMin, CorruptOrTruncatedInputIsAFormatError) {
     for (std::uint64_t i = 0; i < counters; ++i) w.u32(value);
     return std::move(w).finish();
   };
-  EXPECT_NO_THROW((void)count_min_sketch::deserialize(record(4, 2, 0, 7, 8, 7)));
+  // Rows of 4 counters of 7: N = 28, as 28 plain updates could leave them.
+  EXPECT_NO_THROW((void)count_min_sketch::deserialize(record(4, 2, 0, 28, 8, 7)));
   EXPECT_THAT(error_of([&] { (void)count_min_sketch::deserialize(record(0, 2, 0, 0, 0, 0)); }),
               HasSubstr("width"));
   EXPECT_THAT(error_of([&] { (void)count_min_sketch::deserialize(record(4, 99, 0, 0, 0, 0)); }),
@@ -408,6 +410,111 @@ TEST(CountMin, CorruptOrTruncatedInputIsAFormatError) {
   detail::record_writer other(structure_type::bloom_filter, 1);
   other.u64(0);
   EXPECT_THROW((void)count_min_sketch::deserialize(std::move(other).finish()), format_error);
+}
+
+// A record of w = 2, d = 2 with the given mode, N and counters (row-major), sealed.
+std::string record_2x2(std::uint8_t mode, std::uint64_t total,
+                       const std::array<std::uint32_t, 4>& counters) {
+  detail::record_writer w(structure_type::count_min_sketch, kDefaultSeed);
+  w.u32(2);
+  w.u32(2);
+  w.u8(mode);
+  w.u64(total);
+  for (const std::uint32_t c : counters) w.u32(c);
+  return std::move(w).finish();
+}
+
+// Each update adds at most its weight to a row, so a row's counters sum to at most N: rows
+// {0, 0} and {10, 10} under N = 10 come from no stream, in either mode.
+TEST(CountMin, RecordWhoseRowSumsToMoreThanNIsRefused) {
+  EXPECT_NO_THROW((void)count_min_sketch::deserialize(record_2x2(0, 10, {0, 10, 10, 0})));
+  EXPECT_NO_THROW((void)count_min_sketch::deserialize(record_2x2(1, 10, {0, 10, 3, 0})));
+  for (const std::uint8_t mode : {0, 1}) {
+    EXPECT_THAT(error_of([&] {
+                  (void)count_min_sketch::deserialize(record_2x2(mode, 10, {0, 0, 10, 10}));
+                }),
+                HasSubstr("the counters of row 1 sum to 20, more than N = 10"))
+        << int{mode};
+  }
+  // The saturated counter aside, the row still sums to more than N.
+  EXPECT_THAT(error_of([&] {
+                (void)count_min_sketch::deserialize(
+                    record_2x2(0, 10, {count_min_sketch::kSaturated, 6, 6, 6}));
+              }),
+              HasSubstr("row 1"));
+}
+
+// A saturated counter under a small N is what subtract() leaves when the part it takes back
+// filled the counter (count_min.h), so the decoder cannot refuse it: N = 3 with every
+// counter saturated reads back as written.
+TEST(CountMin, SaturatedCountersUnderASmallNReadBackAsSubtractLeavesThem) {
+  count_min_sketch window(2, 2);
+  count_min_sketch part(2, 2);
+  for (int i = 0; i < 64; ++i) part.update("filler-" + std::to_string(i), UINT32_MAX);
+  constexpr std::uint32_t kSat = count_min_sketch::kSaturated;
+  ASSERT_EQ(part.serialize(), record_2x2(0, part.total(), {kSat, kSat, kSat, kSat}));
+  window.update("x", 3);
+  window.merge(part);
+  EXPECT_EQ(window.subtract(part), 4u);
+  EXPECT_EQ(window.total(), 3u);
+  const std::string bytes = window.serialize();
+  EXPECT_EQ(bytes, record_2x2(0, 3, {kSat, kSat, kSat, kSat}));
+  EXPECT_EQ(count_min_sketch::deserialize(bytes), window);
+}
+
+// The decoder's rules hold for every state the public operations reach: random sketches
+// (plain and conservative, narrow so that items collide) after weighted updates up to
+// saturation, merges of either mode and subtractions of a merged part all read back.
+TEST(CountMin, RecordsOfRealSketchesAreAccepted) {
+  std::mt19937_64 rng(20240611);
+  const auto weight = [&] {
+    switch (rng() % 4) {
+      case 0:
+        return std::uint32_t{1};
+      case 1:
+        return static_cast<std::uint32_t>(rng() % 1000);
+      case 2:
+        return static_cast<std::uint32_t>(rng() % (std::uint64_t{1} << 31));
+      default:
+        return static_cast<std::uint32_t>(UINT32_MAX - rng() % 3);
+    }
+  };
+  const auto random_sketch = [&](std::uint32_t width, std::uint32_t depth) {
+    count_min_sketch s(width, depth, kDefaultSeed, rng() % 2 == 0);
+    const std::size_t updates = rng() % 20;
+    for (std::size_t i = 0; i < updates; ++i) {
+      s.update("item-" + std::to_string(rng() % 50), weight());
+    }
+    return s;
+  };
+  for (int trial = 0; trial < 300; ++trial) {
+    const auto width = static_cast<std::uint32_t>(1 + rng() % 8);
+    const auto depth = static_cast<std::uint32_t>(1 + rng() % 4);
+    count_min_sketch sketch = random_sketch(width, depth);
+    for (int step = 0; step < 30; ++step) {
+      switch (rng() % 4) {
+        case 0:
+        case 1:
+          sketch.update("item-" + std::to_string(rng() % 50), weight());
+          break;
+        case 2:
+          sketch.merge(random_sketch(width, depth));
+          break;
+        default:
+          if (!sketch.conservative()) {
+            const count_min_sketch part = random_sketch(width, depth);
+            sketch.merge(part);
+            sketch.update("item-" + std::to_string(rng() % 50), weight());
+            (void)sketch.subtract(part);
+          }
+          break;
+      }
+      const std::string bytes = sketch.serialize();
+      ASSERT_EQ(error_of([&] { (void)count_min_sketch::deserialize(bytes); }), "(no exception)")
+          << "trial " << trial << ", step " << step;
+      ASSERT_EQ(count_min_sketch::deserialize(bytes), sketch);
+    }
+  }
 }
 
 }  // namespace

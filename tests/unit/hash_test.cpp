@@ -1,10 +1,13 @@
 #include "sketch/hash.h"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <array>
+#include <cstring>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "sketch/serialize.h"
 
@@ -73,6 +76,61 @@ TEST(Serialize, RoundTripAndCorruptionDetected) {
   EXPECT_THROW(
       detail::record_reader("garbage that is long enough to be read", structure_type::top_k),
       format_error);
+}
+
+// A record of count-min type (4) with a small payload, sealed.
+std::string small_record() {
+  detail::record_writer w(structure_type::count_min_sketch, 42);
+  w.u32(7);
+  return std::move(w).finish();
+}
+
+// The record with `size` bytes at `offset` (of the whole record) replaced, checksum recomputed.
+std::string resealed(std::string record, std::size_t offset, const void* value, std::size_t size) {
+  std::memcpy(record.data() + offset, value, size);
+  const std::size_t body = record.size() - kTrailerSize;
+  const std::uint64_t checksum = XXH64(record.data(), body, 0);
+  std::memcpy(record.data() + body, &checksum, sizeof checksum);
+  return record;
+}
+
+std::string error_reading(std::string_view record, structure_type expected) {
+  try {
+    detail::record_reader in(record, expected);
+  } catch (const format_error& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+// Version 1 placed the counters and bits at other indices (serialize.h): its records, and
+// those of later versions, are refused by name rather than misread.
+TEST(Serialize, OtherFormatVersionsAreRefusedNamingTheVersion) {
+  ASSERT_EQ(kFormatVersion, 2);
+  EXPECT_EQ(error_reading(small_record(), structure_type::count_min_sketch), "(no exception)");
+  for (const std::uint16_t version : {1, 3}) {
+    EXPECT_EQ(
+        error_reading(resealed(small_record(), 4, &version, 2), structure_type::count_min_sketch),
+        "count-min sketch: format version " + std::to_string(version) +
+            " is not supported (this build reads 2)");
+  }
+}
+
+// One flipped bit of the type field is corruption like any other: the checksum says so
+// before the type is compared (4, a count-min sketch, would read as 6, a rolling one).
+TEST(Serialize, CorruptTypeIsAChecksumMismatch) {
+  std::string corrupt = small_record();
+  corrupt[6] ^= 0x02;
+  EXPECT_EQ(error_reading(corrupt, structure_type::count_min_sketch),
+            "count-min sketch: checksum mismatch (the data is corrupt)");
+}
+
+TEST(Serialize, RecordOfAnotherTypeIsNamed) {
+  EXPECT_EQ(error_reading(small_record(), structure_type::rolling_count_min),
+            "rolling count-min sketch: the record holds a count-min sketch (type 4)");
+  const std::uint16_t unknown = 99;
+  EXPECT_EQ(error_reading(resealed(small_record(), 6, &unknown, 2), structure_type::top_k),
+            "top-k tracker: the record holds an unknown structure (type 99)");
 }
 
 }  // namespace

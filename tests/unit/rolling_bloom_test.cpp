@@ -1,5 +1,6 @@
 #include "sketch/rolling_bloom.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
@@ -575,6 +576,40 @@ TEST(RollingBloom, CorruptTruncatedOrForeignInputIsAFormatError) {
   EXPECT_THROW((void)rolling_bloom::deserialize(patched(fresh, 36, &seven, 8)), format_error);
   // The unpatched record still reads (the patch helper itself is sound).
   EXPECT_NO_THROW((void)rolling_bloom::deserialize(reseal(rec)));
+}
+
+// An insert is counted only when it sets at least one new bit, and sets at most 8: a
+// generation's set bits b and items n have n ≤ b ≤ 8n. One item with its 8 bits, recorded as
+// 999 items, is refused (slot entries from payload offset 52: start, items, nested record).
+TEST(RollingBloom, GenerationClaimingMoreItemsThanSetBitsIsRefused) {
+  rolling_bloom r(options(3000, 30000, 0.01));
+  ASSERT_GT(r.generation_capacity(), 999u);
+  ASSERT_FALSE(r.test_and_insert(key(0), 0));
+  ASSERT_EQ(r.generation_items(0), 1u);
+  ASSERT_EQ(r.generation(0).bits_set(), 8u);
+  const std::string rec = r.serialize();
+  std::uint32_t newest = 0;
+  std::memcpy(&newest, rec.data() + kHeaderSize + 28, 4);
+  const std::size_t entry = (rec.size() - kHeaderSize - kTrailerSize - 52) / 4;
+  const std::size_t items_at = kHeaderSize + 52 + newest * entry + 8;
+  std::uint64_t items = 0;
+  std::memcpy(&items, rec.data() + items_at, 8);
+  ASSERT_EQ(items, 1u);
+
+  const auto with_items = [&](std::uint64_t n) {
+    std::string p = rec;
+    std::memcpy(p.data() + items_at, &n, sizeof n);
+    return reseal(p);
+  };
+  EXPECT_NO_THROW((void)rolling_bloom::deserialize(with_items(1)));
+  EXPECT_NO_THROW((void)rolling_bloom::deserialize(with_items(8)));
+  for (const std::uint64_t n : {std::uint64_t{0}, std::uint64_t{9}, std::uint64_t{999}}) {
+    const std::string why = "generation in slot " + std::to_string(newest) +
+                            ": 8 set bits do not fit " + std::to_string(n) + " items";
+    EXPECT_THAT([&] { (void)rolling_bloom::deserialize(with_items(n)); },
+                testing::ThrowsMessage<format_error>(testing::HasSubstr(why)))
+        << n;
+  }
 }
 
 }  // namespace

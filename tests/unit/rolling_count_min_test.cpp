@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <random>
@@ -53,6 +55,57 @@ std::int64_t floor_div(std::int64_t a, std::int64_t b) {
 std::vector<heavy_event> events_of(std::vector<heavy_event> events, std::string_view item) {
   std::erase_if(events, [&](const heavy_event& e) { return e.item != item; });
   return events;
+}
+
+// A record taken apart: its fixed fields (the 54 bytes before the nested records), then
+// its nested records (the slices by ring position, the sum, the tracker).
+struct record_parts {
+  std::uint64_t seed = 0;
+  std::string fixed;
+  std::vector<std::string> nested;
+};
+
+record_parts split(std::string_view bytes) {
+  detail::record_reader in(bytes, structure_type::rolling_count_min);
+  record_parts p;
+  p.seed = in.seed();
+  p.fixed = std::string(in.view(54));
+  while (in.remaining() > 0) p.nested.emplace_back(in.record());
+  return p;
+}
+
+std::string join(const record_parts& p) {
+  detail::record_writer w(structure_type::rolling_count_min, p.seed);
+  w.bytes(p.fixed.data(), p.fixed.size());
+  for (const std::string& n : p.nested) w.record(n);
+  return std::move(w).finish();
+}
+
+// The record with `size` bytes at payload offset `offset` replaced by `value`, and its
+// checksum recomputed, so that the decoder reaches the checks behind it.
+std::string patched(std::string record, std::size_t offset, const void* value, std::size_t size) {
+  std::memcpy(record.data() + kHeaderSize + offset, value, size);
+  const std::size_t body = record.size() - kTrailerSize;
+  const std::uint64_t checksum = XXH64(record.data(), body, 0);
+  std::memcpy(record.data() + body, &checksum, sizeof checksum);
+  return record;
+}
+
+template <class T>
+T field(std::string_view record, std::size_t offset) {
+  T v;
+  std::memcpy(&v, record.data() + kHeaderSize + offset, sizeof v);
+  return v;
+}
+
+// A window whose slices all hold items and whose tracker is full, after rotations.
+rolling_count_min busy_window(bool conservative) {
+  rolling_count_min_options o = small_options();
+  o.conservative = conservative;
+  rolling_count_min r(o);
+  zipf_generator zipf(50, 1.1, 5);
+  for (int i = 0; i < 3000; ++i) r.update(fmt::format("item-{}", zipf()), i / 2);
+  return r;
 }
 
 TEST(RollingCountMin, OptionsAreValidatedByName) {
@@ -529,6 +582,143 @@ TEST(RollingCountMin, CorruptOrTruncatedInputIsAFormatError) {
   EXPECT_THAT(problem(fake{.k = 2}), HasSubstr("tracker"));
   EXPECT_THROW((void)rolling_count_min::deserialize(count_min_sketch(6, 1).serialize()),
                format_error);
+}
+
+// Every candidate's estimate is the sum's estimate of it when it was offered or refreshed,
+// and the sum only grows until the refresh after the next rotation; the tracker has the
+// capacity the options give. A record whose tracker says otherwise is refused. (Tracker
+// payload offsets: k 0, capacity 4, phi 8, size 16, candidates from 20: hash 20 and 28,
+// estimate 36.)
+TEST(RollingCountMin, TrackerThatDisagreesWithTheSumIsRefused) {
+  for (const bool conservative : {false, true}) {
+    const rolling_count_min r = busy_window(conservative);
+    const std::string bytes = r.serialize();
+    const record_parts parts = split(bytes);
+    ASSERT_EQ(parts.nested.size(), r.options().buckets + 2);
+    ASSERT_EQ(join(parts), bytes);  // the helpers are sound
+    const std::string& tracker = parts.nested.back();
+    ASSERT_GT(field<std::uint32_t>(tracker, 16), 0u);
+    const hash128 first{field<std::uint64_t>(tracker, 20), field<std::uint64_t>(tracker, 28)};
+    ASSERT_EQ(field<std::uint64_t>(tracker, 36), r.estimate(first));
+    const auto with_tracker = [&](std::string bad) {
+      record_parts p = parts;
+      p.nested.back() = std::move(bad);
+      return error_of([&] { (void)rolling_count_min::deserialize(join(p)); });
+    };
+
+    // Above the sum's estimate, although within N.
+    const std::uint64_t over = r.estimate(first) + 1;
+    ASSERT_LE(over, r.window_items());
+    EXPECT_THAT(
+        with_tracker(patched(tracker, 36, &over, 8)),
+        HasSubstr(fmt::format("tracker: candidate 0 has estimate {}, more than the sum's {}", over,
+                              over - 1)))
+        << conservative;
+    const std::uint64_t beyond_n = r.window_items() + 1;
+    EXPECT_THAT(with_tracker(patched(tracker, 36, &beyond_n, 8)), HasSubstr("candidate 0"));
+
+    const std::uint32_t capacity = r.tracker().capacity() + 1;
+    ASSERT_EQ(r.tracker().capacity(), top_k_tracker::default_capacity(5, 0.1));
+    EXPECT_THAT(
+        with_tracker(patched(tracker, 4, &capacity, 4)),
+        HasSubstr(fmt::format("tracker: capacity {} is not the {}", capacity, capacity - 1)));
+    EXPECT_EQ(with_tracker(tracker), "(no exception)");
+  }
+}
+
+// The sum is always written as a plain sketch, whatever the slices' mode: a conservative flag
+// on it would be read back and then written back as another record.
+TEST(RollingCountMin, SumRecordedAsConservativeIsRefused) {
+  for (const bool conservative : {false, true}) {
+    const rolling_count_min r = busy_window(conservative);
+    record_parts parts = split(r.serialize());
+    std::string& sum = parts.nested[r.options().buckets];
+    ASSERT_EQ(field<std::uint8_t>(sum, 8), 0u);  // count-min payload: w 0, d 4, mode 8
+    const std::uint8_t one = 1;
+    sum = patched(sum, 8, &one, 1);
+    EXPECT_THAT(error_of([&] { (void)rolling_count_min::deserialize(join(parts)); }),
+                HasSubstr("sum: recorded as a conservative sketch"))
+        << conservative;
+  }
+}
+
+// An error inside a nested record names where it sits, as rolling_bloom's do.
+TEST(RollingCountMin, ErrorOfANestedRecordSaysWhereItIs) {
+  const rolling_count_min r = busy_window(false);
+  const record_parts parts = split(r.serialize());
+  const auto problem = [&](std::size_t which, std::string bad) {
+    record_parts p = parts;
+    p.nested[which] = std::move(bad);
+    return error_of([&] { (void)rolling_count_min::deserialize(join(p)); });
+  };
+  // Slice 1's first counter above its N (count-min payload: N at 9, counters from 17).
+  const std::string& slice = parts.nested[1];
+  const auto too_big = static_cast<std::uint32_t>(field<std::uint64_t>(slice, 9) + 1);
+  EXPECT_THAT(problem(1, patched(slice, 17, &too_big, 4)),
+              testing::StartsWith("rolling count-min sketch: slice 1: count-min sketch: counter 0 "
+                                  "holds"));
+  const std::uint8_t bad_mode = 7;
+  EXPECT_THAT(
+      problem(r.options().buckets, patched(parts.nested[r.options().buckets], 8, &bad_mode, 1)),
+      testing::StartsWith("rolling count-min sketch: sum: count-min sketch: update mode 7"));
+  std::string tracker = parts.nested.back();
+  tracker[kHeaderSize] ^= 1;  // not resealed
+  EXPECT_EQ(problem(parts.nested.size() - 1, tracker),
+            "rolling count-min sketch: tracker: top-k tracker: checksum mismatch (the data is "
+            "corrupt)");
+}
+
+// The decoder's rules hold for every state the public operations reach: random windows of
+// both modes, few buckets and narrow sketches (so that items collide and the tracker
+// churns), after weighted updates up to saturation, rotations, time going backwards, jumps
+// past the window and refreshes, all read back and write back the same record.
+TEST(RollingCountMin, RecordsOfRealWindowsAreAccepted) {
+  std::mt19937_64 rng(611);
+  for (int trial = 0; trial < 60; ++trial) {
+    rolling_count_min_options o;
+    o.buckets = static_cast<std::uint32_t>(1 + rng() % 5);
+    o.window_ms = 100 * o.buckets;
+    o.epsilon = 0.5;
+    o.delta = 0.1;
+    o.top_k = static_cast<std::uint32_t>(1 + rng() % 3);
+    o.threshold = 0.3;
+    o.conservative = rng() % 2 == 0;
+    rolling_count_min r(o);
+    std::int64_t t = 0;
+    for (int step = 0; step < 80; ++step) {
+      switch (rng() % 10) {
+        case 0:
+          t -= static_cast<std::int64_t>(rng() % 150);
+          break;
+        case 1:
+          t += static_cast<std::int64_t>(rng() % 1000);
+          break;
+        default:
+          t += static_cast<std::int64_t>(rng() % 40);
+          break;
+      }
+      const std::uint64_t kind = rng() % 20;
+      const std::uint32_t weight =
+          kind == 0 ? UINT32_MAX - static_cast<std::uint32_t>(rng() % 2)
+                    : (kind < 5 ? static_cast<std::uint32_t>(rng() % 100'000) : 1);
+      switch (rng() % 8) {
+        case 0:
+          r.advance(t);
+          break;
+        case 1:
+          r.refresh();
+          (void)r.drain_events();
+          break;
+        default:
+          r.update(fmt::format("item-{}", rng() % 12), t, weight);
+          break;
+      }
+      const std::string bytes = r.serialize();
+      ASSERT_EQ(error_of([&] { (void)rolling_count_min::deserialize(bytes); }), "(no exception)")
+          << "trial " << trial << ", step " << step;
+      ASSERT_EQ(rolling_count_min::deserialize(bytes).serialize(), bytes);
+    }
+  }
 }
 
 }  // namespace

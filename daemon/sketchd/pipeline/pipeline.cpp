@@ -59,19 +59,31 @@ void pipeline::begin_batch() { batch_lock_.lock(); }
 
 std::int64_t pipeline::clock_of(std::int64_t event_ms, std::int64_t wall_ms) noexcept {
   std::int64_t t = wall_ms;
-  if (config_.clock == clock_kind::event && event_ms > 0) {
-    t = std::min(event_ms, wall_ms + kMaxClockSkewMs);
+  if (config_.clock == clock_kind::event) {
+    // A message without a timestamp, or with one further ahead of the wall clock than
+    // kMaxClockSkewMs (a producer with a wrong clock), does not move the clock: it counts
+    // at the pipeline's current time (the wall time before any). Taking the wall time (or
+    // the cap) would jump the clock from a backlog's time to now, and expire every slice
+    // and generation at once.
+    const bool usable = event_ms > 0 && event_ms <= wall_ms + kMaxClockSkewMs;
+    t = usable ? event_ms : (clock_ms_ > 0 ? clock_ms_ : wall_ms);
   }
-  if (t >= clock_ms_) {
-    clock_ms_ = t;
-    clock_wall_ms_ = wall_ms;
-    clock_live_ = true;
-  } else if (!clock_live_) {
-    // The first item of the run is older than the restored clock (read again since the
-    // snapshot): the clock stays, and an idle stream slides it from now on.
-    clock_wall_ms_ = wall_ms;
-    clock_live_ = true;
+  // A late message (older than the clock) counts at the clock's time, in the current slice
+  // and generation, as it would anyway: passing its own time would also date a generation
+  // its insert fills back to that time, so that the next one rotated out early and the
+  // dedup horizon shrank.
+  if (t < clock_ms_) {
+    if (!clock_live_) {
+      // The first item of the run is older than the restored clock (read again since the
+      // snapshot): the clock stays, and an idle stream slides it from now on.
+      clock_wall_ms_ = wall_ms;
+      clock_live_ = true;
+    }
+    return clock_ms_;
   }
+  clock_ms_ = t;
+  clock_wall_ms_ = wall_ms;
+  clock_live_ = true;
   return t;
 }
 

@@ -71,9 +71,9 @@ struct pipeline_summary {
 // process() is for the one processing thread only.
 class pipeline {
  public:
-  // Events whose timestamp is further than this ahead of the wall clock are taken at the
-  // wall clock plus this, so one producer with a wrong clock cannot push the window far
-  // into the future.
+  // Events whose timestamp is further than this ahead of the wall clock do not move the
+  // clock (they count at its current time), so one producer with a wrong clock cannot push
+  // the window into the future.
   static constexpr std::int64_t kMaxClockSkewMs = 60'000;
 
   explicit pipeline(const pipeline_config& config, std::uint64_t seed = sketch::kDefaultSeed);
