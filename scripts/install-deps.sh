@@ -94,8 +94,10 @@ if [ ! -e "$policy" ]; then
 fi
 
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# A fresh machine's own apt jobs (apt-daily, unattended-upgrades) often hold the package
+# lock for a while after boot: wait for it, up to 10 minutes, rather than fail at once.
+apt-get -o DPkg::Lock::Timeout=600 update -qq
+apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 
 for p in "${SERVICE_PACKAGES[@]}"; do
   if ! installed "$p" || [[ " ${had_before[*]} " == *" $p "* ]]; then

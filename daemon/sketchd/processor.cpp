@@ -415,9 +415,23 @@ std::optional<std::string> processor::fatal_error() const {
   return sink_ ? sink_->fatal_error() : std::nullopt;
 }
 
-void processor::warn_extract_failures(std::int64_t wall_ms) {
+void processor::log_held_back_warnings() {
+  warn_extract_failures(std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count(),
+                        /*now=*/true);
+  if (alert_failures_unreported_ > 0) {
+    logger("pipeline")
+        ->warn("{} more heavy-hitter event(s) of all pipelines could not be sent",
+               alert_failures_unreported_);
+    alert_failures_unreported_ = 0;
+  }
+}
+
+void processor::warn_extract_failures(std::int64_t wall_ms, bool now) {
   for (std::size_t i = 0; i < pipelines_.size(); ++i) {
-    if (!failure_example_[i].set || wall_ms - last_failure_warning_ms_[i] < kWarningIntervalMs)
+    if (!failure_example_[i].set ||
+        (!now && wall_ms - last_failure_warning_ms_[i] < kWarningIntervalMs))
       continue;
     const pipeline_counters c = pipelines_[i]->counters();
     std::string reasons;

@@ -94,6 +94,10 @@ class processor {
   // first assignment (even of no partition), the positions restored from the snapshot.
   [[nodiscard]] std::vector<kafka::partition_offset> positions() const;
 
+  // At the stop: logs what the rate-limited warnings still hold back (skipped messages,
+  // heavy-hitter events not sent), which would otherwise only show in the metrics.
+  void log_held_back_warnings();
+
   // A final delivery failure happened: consumption must stop. The reason names the
   // pipeline, topic, error and the input message where consumption stopped.
   [[nodiscard]] bool failed() const noexcept { return tracker_.failed() || !failure_.empty(); }
@@ -134,7 +138,8 @@ class processor {
   void drain(std::vector<kafka::partition_offset>& out);
   // The record is one of a partition read again up to the group's committed offset.
   [[nodiscard]] bool replaying(const kafka::record& r) const;
-  void warn_extract_failures(std::int64_t wall_ms);
+  // Every kWarningIntervalMs at most, or now with `now`.
+  void warn_extract_failures(std::int64_t wall_ms, bool now = false);
   void publish();
 
   std::vector<pipeline*> pipelines_;

@@ -506,7 +506,8 @@ int run(const config& cfg) {
                    metrics::metric_type::counter,
                    {{{}, static_cast<double>(source.consume_errors())}}});
   });
-  log->info("consuming {} topic(s) as group {} from {}", so.topics.size(), so.group_id, bootstrap);
+  log->info("consuming topic(s) {} as group {} from {}", fmt::join(so.topics, ", "), so.group_id,
+            bootstrap);
   for (const auto& [k, v] : cfg.kafka.properties)
     log->debug("kafka property {} = {}", k, redact_property(k, v));
 
@@ -685,9 +686,11 @@ int run(const config& cfg) {
   }
   source.close();
   http.stop();
+  proc.log_held_back_warnings();
   std::uint64_t total = 0;
   for (std::uint64_t n : consumed) total += n;
-  log->info("stopped after consuming {} message(s)", total);
+  log->log(status == 0 ? spdlog::level::info : spdlog::level::err,
+           "stopped after consuming {} message(s), exit status {}", total, status);
   return status;
 }
 
@@ -703,6 +706,12 @@ int run_command(const std::string& config_path) {
   for (const config_error& e : loaded.errors) print_stderr(e.to_string() + "\n");
   if (!loaded.value) return 1;
   setup_logging(loaded.value->log);
+  {
+    std::string names;
+    for (const auto& p : loaded.value->pipelines) names += (names.empty() ? "" : ", ") + p.name;
+    spdlog::info("sketchd {} (revision {}) starting: configuration {}, pipeline(s) {}",
+                 SKETCHD_VERSION, build_revision(), config_path, names);
+  }
   try {
     return run(*loaded.value);
   } catch (const std::exception& e) {

@@ -31,6 +31,10 @@ cd "$root"
 
 for tool in promtool docker-compose; do
   if ! command -v "$tool" >/dev/null 2>&1; then
+    if [[ ${SKETCHD_REQUIRE_TOOLS:-0} == 1 ]]; then  # as make test sets it (see lib.sh)
+      echo "FAIL: $tool is not installed (scripts/install-deps.sh installs it)" >&2
+      exit 1
+    fi
     echo "SKIP: $tool is not installed"
     exit 77
   fi

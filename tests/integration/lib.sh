@@ -21,7 +21,9 @@
 readonly ITEST_SKIP=77
 
 # itest_init PATH/TO/sketchd: checks the tools, makes the work directory, installs the
-# EXIT trap. Exits 77 (skipped) when a client the tests need is not installed.
+# EXIT trap. Exits 77 (skipped) when a client the tests need is not installed, or 1 (failed)
+# with SKETCHD_REQUIRE_TOOLS=1, as `make test` sets it: it installs them all, so a missing
+# one there is a defect of the package list, not a reason to pass.
 itest_init() {
   sketchd=${1:?usage: $0 PATH/TO/sketchd}
   [[ -x $sketchd ]] || { echo "FAIL: $sketchd is not an executable" >&2; exit 1; }
@@ -29,6 +31,10 @@ itest_init() {
   local tool
   for tool in kcat curl python3 ${ITEST_EXTRA_TOOLS[@]+"${ITEST_EXTRA_TOOLS[@]}"}; do
     if ! command -v "$tool" >/dev/null 2>&1; then
+      if [[ ${SKETCHD_REQUIRE_TOOLS:-0} == 1 ]]; then
+        echo "FAIL: $tool is not installed (scripts/install-deps.sh installs it)" >&2
+        exit 1
+      fi
       echo "SKIP: $tool is not installed"
       exit "$ITEST_SKIP"
     fi

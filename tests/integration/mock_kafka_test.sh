@@ -12,6 +12,10 @@ readonly messages=1000
 readonly partitions=3
 
 if ! command -v kcat >/dev/null 2>&1; then
+  if [[ ${SKETCHD_REQUIRE_TOOLS:-0} == 1 ]]; then  # as make test sets it (see lib.sh)
+    echo "FAIL: kcat is not installed (scripts/install-deps.sh installs it)" >&2
+    exit 1
+  fi
   echo "SKIP: kcat is not installed"
   exit 77
 fi

@@ -58,7 +58,10 @@ void setup_logging(const log_config& config) {
         R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","logger":"%n","message":%*})");
     sink->set_formatter(std::move(formatter));
   } else {
-    sink->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ [%n] %v");
+    // UTC with its zone, as in the JSON lines: a local time without one is ambiguous once
+    // the lines leave the machine (and for an hour every autumn on it).
+    sink->set_formatter(std::make_unique<spdlog::pattern_formatter>(
+        "%Y-%m-%dT%H:%M:%S.%eZ %^%-5l%$ [%n] %v", spdlog::pattern_time_type::utc));
   }
   spdlog::drop_all();
   auto make = [&](const std::string& name) {
