@@ -63,7 +63,10 @@ class processor {
 
   // Rebalance: an assignment (of none or more partitions) begins; partitions assigned (with
   // their start offset when known) and revoked.
-  void assignment_begins() noexcept { assigned_any_ = true; }
+  void assignment_begins() noexcept {
+    assigned_any_ = true;
+    for (pipeline* p : pipelines_) p->input_assigned();
+  }
   void assigned(const kafka::topic_partition& tp, std::optional<std::int64_t> start);
   void revoked(std::span<const kafka::topic_partition> partitions);
 

@@ -361,6 +361,8 @@ int run(const config& cfg) {
     ready.beat();
     return stop_requested.load();
   });
+  // A restored event clock holds still from the group's first assignment on, not from start.
+  for (pipeline* p : writers) p->hold_until_assigned();
   {
     std::vector<kafka::partition_offset> positions;
     for (const auto& o : restored_positions) {

@@ -321,6 +321,31 @@ TEST(Pipeline, RestoredEventClockOfAnIdleStreamSlidesAfterAWhile) {
   EXPECT_EQ(after.seen_json("u0").value().find("\"seen\":true"), std::string::npos);
 }
 
+// In the daemon, the restored clock's hold-still time counts from the group's first
+// assignment: after a crash, the group may take longer than kHoldStillMs to hand the
+// partitions back, and until then the windows wait for the backlog.
+TEST(Pipeline, RestoredEventClockHoldsStillUntilTheAssignmentAndAWhileAfter) {
+  const std::int64_t wall = 1'790'000'000'000;
+  pipeline after(json_config());
+  after.restore_state(state_after_u0_at(wall - 3'600'000));
+  after.hold_until_assigned();
+  after.begin_batch();
+  (void)after.end_batch(wall);
+  after.begin_batch();
+  (void)after.end_batch(wall + 2 * pipeline::kHoldStillMs);  // the group is still joining
+  EXPECT_EQ(after.summary().window_items, 1U);
+  after.input_assigned();
+  after.begin_batch();
+  (void)after.end_batch(wall + 3 * pipeline::kHoldStillMs - 1000);
+  EXPECT_EQ(after.summary().window_items, 1U);  // still held
+  after.begin_batch();
+  (void)after.end_batch(wall + 3 * pipeline::kHoldStillMs);
+  EXPECT_EQ(after.summary().window_items, 1U);  // kHoldStillMs after the first batch assigned
+  after.begin_batch();
+  (void)after.end_batch(wall + 4 * pipeline::kHoldStillMs);
+  EXPECT_EQ(after.summary().window_items, 0U);
+}
+
 // The effective dedup window of a restored pipeline whose generations an idle stream had
 // slid past its last item: at least the window (measured from the newest generation's
 // start, which the state keeps), not 0.

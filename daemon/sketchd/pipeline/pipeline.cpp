@@ -183,8 +183,9 @@ std::vector<sketch::heavy_event> pipeline::end_batch(std::int64_t wall_ms) {
   // A restored clock holds still for kHoldStillMs at most: a stream that stays idle after a
   // restart slides its windows from the snapshot's time on, and its heavy hitters expire.
   if (config_.clock == clock_kind::event && !clock_live_ && clock_ms_ > 0) {
-    if (held_since_wall_ms_ == 0) held_since_wall_ms_ = wall_ms;
-    if (wall_ms - held_since_wall_ms_ >= kHoldStillMs) clock_live_ = true;
+    if (held_since_wall_ms_ == 0 && !await_assignment_) held_since_wall_ms_ = wall_ms;
+    if (held_since_wall_ms_ != 0 && wall_ms - held_since_wall_ms_ >= kHoldStillMs)
+      clock_live_ = true;
   }
   std::int64_t now = wall_ms;
   if (config_.clock == clock_kind::event) {

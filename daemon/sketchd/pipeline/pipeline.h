@@ -113,6 +113,13 @@ class pipeline {
   // past it, the stream is taken as idle and its windows slide from the snapshot's time
   // (the downtime counts), as if sketchd had been running without input.
   static constexpr std::int64_t kHoldStillMs = 60'000;
+  // For a pipeline fed by a consumer group: kHoldStillMs counts from input_assigned() on,
+  // not from the first batch. After a crash the group can take longer than that to hand the
+  // partitions back (the dead member's session timeout, 45 s by default, then the
+  // rebalance), and the backlog must still find the windows where the snapshot left them.
+  // Both are called on the processing thread, between batches.
+  void hold_until_assigned() noexcept { await_assignment_ = true; }
+  void input_assigned() noexcept { await_assignment_ = false; }
 
   // Readers (any thread).
   [[nodiscard]] pipeline_counters counters() const;
@@ -178,6 +185,7 @@ class pipeline {
   std::int64_t clock_wall_ms_ = 0;
   bool clock_live_ = false;
   std::int64_t held_since_wall_ms_ = 0;  // wall time of the first batch held still, or 0
+  bool await_assignment_ = false;        // see hold_until_assigned()
   // The time the windows were last advanced to (end_batch()): with clock_ms_, "now" for the
   // gauges that depend on it.
   std::int64_t advanced_ms_ = 0;
