@@ -31,11 +31,16 @@ TEST(LabelCleaning, CutsAtMostMaxBytesOnACharacterBoundary) {
 }
 
 TEST(LogLines, ItemsCannotBreakALine) {
-  EXPECT_EQ(loggable_item("u1"), "u1");
-  EXPECT_EQ(loggable_item("a\nb\tc\\d"), "a\\nb\\tc\\\\d");
-  EXPECT_EQ(loggable_item(std::string("x\0\x1b[2J\x7f", 7)), "x\\x00\\x1b[2J\\x7f");
-  EXPECT_EQ(loggable_item("a\xff"), "a\xef\xbf\xbd");           // invalid UTF-8 replaced
-  EXPECT_EQ(loggable_item(std::string(100, 'z')).size(), 64u);  // cut to 64 bytes
+  EXPECT_EQ(loggable_item("u1"), "\"u1\"");
+  EXPECT_EQ(loggable_item("a\nb\tc\\d"), "\"a\\nb\\tc\\\\d\"");
+  EXPECT_EQ(loggable_item(std::string("x\0\x1b[2J\x7f", 7)), "\"x\\x00\\x1b[2J\\x7f\"");
+  EXPECT_EQ(loggable_item("a\xff"), "\"a\xef\xbf\xbd\"");  // invalid UTF-8 replaced
+  // Quoted, an item with quotes and spaces still reads as one item.
+  EXPECT_EQ(loggable_item("x\" (99, 50.0%) \"y"), "\"x\\\" (99, 50.0%) \\\"y\"");
+  // Cut to 64 bytes, and marked as cut: two items that differ after their 64th byte do not
+  // look the same.
+  EXPECT_EQ(loggable_item(std::string(100, 'z')), "\"" + std::string(64, 'z') + "\"…");
+  EXPECT_EQ(loggable_item(std::string(64, 'z')), "\"" + std::string(64, 'z') + "\"");
 }
 
 TEST(Exposition, EscapesLabelValuesAndHelp) {

@@ -53,7 +53,7 @@ log "dedup: fill $fill, first_seen $first_seen, duplicates $duplicates"
 
 # The summary line (every 10 s in the demo), naming u0 at the top.
 deadline=$((SECONDS + 20))
-until grep -Eq '\[pipeline\] clicks: [0-9]+ items/s, window [0-9]+ items, top: u0 ' "$work/sketchd.err"; do
+until grep -Eq '\[pipeline\] clicks: [0-9]+ items/s, window [0-9]+ items, top: "u0" ' "$work/sketchd.err"; do
   ((SECONDS < deadline)) || fail "no summary line with u0 on top within 20 s"
   sleep 0.5
 done

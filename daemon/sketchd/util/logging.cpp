@@ -78,7 +78,19 @@ void setup_logging(const log_config& config) {
 }
 
 std::string loggable_item(std::string_view item) {
-  return sketch::escape_controls(metrics::clean_label_value(item, 64), true);
+  constexpr std::size_t kMaxBytes = 64;
+  const std::string shown = metrics::clean_label_value(item, kMaxBytes);
+  // Cut when the whole item, cleaned, is longer (cleaning alone can change the length: an
+  // invalid byte becomes a 3-byte U+FFFD).
+  const bool cut = item.size() > kMaxBytes &&
+                   metrics::clean_label_value(item, 3 * item.size()).size() > shown.size();
+  std::string out = "\"";
+  for (const char c : sketch::escape_controls(shown, true)) {
+    if (c == '"') out += '\\';
+    out += c;
+  }
+  out += cut ? "\"…" : "\"";
+  return out;
 }
 
 void print_stderr(std::string_view text) noexcept {

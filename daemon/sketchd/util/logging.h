@@ -14,9 +14,10 @@ namespace sketchd {
 // with the message escaped, so any item bytes in it keep the line valid JSON.
 void setup_logging(const log_config& config);
 
-// An item as it shows in a log line: valid UTF-8 of at most 64 bytes, control characters
-// and backslashes escaped (\n, \t, \xNN, \\), so that an item cannot break a text line in
-// two or move a terminal's cursor.
+// An item as it shows in a log line: in double quotes, valid UTF-8 of at most 64 bytes,
+// control characters, backslashes and quotes escaped (\n, \t, \xNN, \\, \"), so that an
+// item cannot break a text line in two, move a terminal's cursor or read as two items; an
+// item cut to 64 bytes is followed by "…" after its closing quote.
 [[nodiscard]] std::string loggable_item(std::string_view item);
 
 // Writes TEXT to stderr before logging is set up (usage and configuration errors). Never
