@@ -7,6 +7,7 @@
 #include <limits>
 #include <numbers>
 
+#include "sketchd/metrics/metrics.h"
 #include "sketchd/util/json.h"
 #include "sketchd/util/logging.h"
 
@@ -173,15 +174,27 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
   for (std::size_t i = 0; i < pipelines_.size(); ++i) {
     for (const sketch::heavy_event& e : heavy_events_[i]) {
       const auto& hh = *pipelines_[i]->config().heavy_hitters;
-      logger("pipeline")
-          ->info("{}: {} {} the heavy set: estimate {} of {} items ({:.2f}%, threshold {:.2f}%)",
-                 pipelines_[i]->name(), loggable_item(e.item),
-                 e.kind == sketch::heavy_event::kind::enter ? "entered" : "left", e.estimate,
-                 e.window_items,
-                 e.window_items
-                     ? 100.0 * static_cast<double>(e.estimate) / static_cast<double>(e.window_items)
-                     : 0.0,
-                 100.0 * hh.threshold);
+      const double ratio =
+          e.window_items ? static_cast<double>(e.estimate) / static_cast<double>(e.window_items)
+                         : 0.0;
+      std::string fields = "\"pipeline\":";
+      json::append_string(fields, pipelines_[i]->name());
+      fields += e.kind == sketch::heavy_event::kind::enter ? ",\"event\":\"enter\",\"item\":"
+                                                           : ",\"event\":\"leave\",\"item\":";
+      json::append_string(fields, metrics::clean_label_value(e.item));
+      fields += fmt::format(",\"estimate\":{},\"window_items\":{},\"ratio\":", e.estimate,
+                            e.window_items);
+      json::append_number(fields, ratio);
+      fields += ",\"threshold\":";
+      json::append_number(fields, hh.threshold);
+      {
+        const log_fields in_json(std::move(fields));
+        logger("pipeline")
+            ->info("{}: {} {} the heavy set: estimate {} of {} items ({:.2f}%, threshold {:.2f}%)",
+                   pipelines_[i]->name(), loggable_item(e.item),
+                   e.kind == sketch::heavy_event::kind::enter ? "entered" : "left", e.estimate,
+                   e.window_items, 100.0 * ratio, 100.0 * hh.threshold);
+      }
       if (outputs_[i].alert) send_alert(i, e, wall_ms);
     }
     if (pipelines_[i]->config().heavy_hitters) {

@@ -45,6 +45,7 @@
 #include "sketchd/processor.h"
 #include "sketchd/state/snapshot.h"
 #include "sketchd/util/build_info.h"
+#include "sketchd/util/json.h"
 #include "sketchd/util/logging.h"
 
 namespace sketchd {
@@ -149,6 +150,39 @@ std::string summary_line(const pipeline_summary& s, double items_per_second) {
         s.fill, s.generations, std::max(0.0, s.estimated_fpr), s.target_fpr);
   }
   return line;
+}
+
+// The summary line's figures as JSON members (log_fields): items as their metric labels
+// show them (valid UTF-8, at most 128 bytes), so that a log search and a query of
+// sketchd_heavy_hitter_ratio{item=…} name an item alike.
+std::string summary_fields(const pipeline_summary& s, double items_per_second) {
+  std::string f = "\"pipeline\":";
+  json::append_string(f, s.name);
+  f += ",\"items_per_second\":";
+  json::append_number(f, items_per_second);
+  if (s.has_heavy_hitters) {
+    f += fmt::format(",\"window_items\":{},\"top\":[", s.window_items);
+    for (std::size_t i = 0; i < s.top.size(); ++i) {
+      const auto& e = s.top[i];
+      f += i ? ",{\"item\":" : "{\"item\":";
+      json::append_string(f, metrics::clean_label_value(e.item));
+      f += fmt::format(",\"estimate\":{},\"ratio\":", e.estimate);
+      json::append_number(
+          f, s.window_items ? static_cast<double>(e.estimate) / static_cast<double>(s.window_items)
+                            : 0.0);
+      f += '}';
+    }
+    f += ']';
+  }
+  if (s.has_dedup) {
+    f += ",\"bloom_fill\":";
+    json::append_number(f, s.fill);
+    f += fmt::format(",\"bloom_generations\":{},\"estimated_fpr\":", s.generations);
+    json::append_number(f, std::max(0.0, s.estimated_fpr));
+    f += ",\"target_fpr\":";
+    json::append_number(f, s.target_fpr);
+  }
+  return f;
 }
 
 // Counters of the processing loop, published once per batch for the scrape.
@@ -638,8 +672,9 @@ int run(const config& cfg) {
       const double seconds = std::chrono::duration<double>(t - last_summary).count();
       for (std::size_t i = 0; i < pipelines.size(); ++i) {
         const pipeline_summary s = pipelines[i]->summary();
-        pipeline_log->info(
-            "{}", summary_line(s, static_cast<double>(s.items - items_at_summary[i]) / seconds));
+        const double rate = static_cast<double>(s.items - items_at_summary[i]) / seconds;
+        const log_fields fields(summary_fields(s, rate));
+        pipeline_log->info("{}", summary_line(s, rate));
         items_at_summary[i] = s.items;
       }
       last_summary = t;

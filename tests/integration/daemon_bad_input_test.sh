@@ -18,7 +18,12 @@
 #     boundary), /topk stays valid UTF-8 JSON, and `promtool check metrics` passes;
 #   - items from headers (a second topic): a repeated header gives its first value, a
 #     missing one is missing_field, an empty one empty_item, and a header name of 300
-#     bytes is found like any other.
+#     bytes is found like any other;
+#   - with log.format json, every line sketchd writes, warnings about the bad input and
+#     heavy-hitter lines of binary keys included, is one JSON object with time, level,
+#     logger and message; the summary lines carry their figures as fields (pipeline,
+#     items_per_second, window_items, top with item, estimate and ratio, bloom_fill…), and
+#     so do the heavy-hitter enter/leave lines.
 #
 # Usage: daemon_bad_input_test.sh PATH/TO/sketchd
 set -euo pipefail
@@ -126,6 +131,7 @@ kafka:
   properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 1000 }
 http:
   listen: "127.0.0.1:$port"
+log: { format: json, summary_interval: 1s }
 pipelines:
   - name: users
     topics: [$topic]
@@ -259,6 +265,43 @@ api "api/v1/pipelines/tenants/seen?item=first" "$work/seen.json"
 [[ $(json "$work/seen.json" 'd["seen"]') == true ]] || fail "the first value of a repeated header is not the item"
 log "header items: the first of repeated headers, missing and empty headers counted, a 300-byte name found"
 
+sleep 1.2  # a summary line after the header items
 stop_process "$daemon_pid" 5 || fail "sketchd did not exit within 5 s of SIGTERM"
 [[ $stop_status -eq 0 ]] || fail "sketchd exited with status $stop_status after SIGTERM"
+
+"$python" - "$work/sketchd.err" <<'EOF' || fail "the JSON log lines are not as expected (above)"
+import json, sys
+lines = open(sys.argv[1], "rb").read().decode("utf-8").splitlines()  # valid UTF-8 or fails
+objects = []
+for n, line in enumerate(lines, 1):
+    try:
+        o = json.loads(line)
+    except ValueError as e:
+        sys.exit(f"line {n} is not JSON ({e}): {line[:200]!r}")
+    if not isinstance(o, dict) or not {"time", "level", "logger", "message"} <= o.keys():
+        sys.exit(f"line {n} lacks time, level, logger or message: {line[:200]!r}")
+    objects.append(o)
+def first(what, pred):
+    for o in objects:
+        if pred(o):
+            return o
+    sys.exit(f"no {what} among the {len(objects)} lines")
+s = first("summary line of pipeline users with its top",
+          lambda o: o.get("pipeline") == "users" and o.get("top"))
+for key in ("items_per_second", "window_items", "bloom_fill", "bloom_generations",
+            "estimated_fpr", "target_fpr"):
+    if not isinstance(s.get(key), (int, float)):
+        sys.exit(f"summary field {key} missing or not a number: {s}")
+top = s["top"][0]
+if not (isinstance(top.get("item"), str) and top.get("estimate", 0) > 0 and 0 < top.get("ratio", 0) <= 1):
+    sys.exit(f"summary top entry malformed: {s['top']}")
+e = first("heavy-hitter enter line", lambda o: o.get("event") == "enter")
+if not (isinstance(e.get("item"), str) and e.get("estimate", 0) >= 10 and e.get("threshold") == 0.01
+        and e["window_items"] >= e["estimate"] and e["pipeline"] in ("users", "keys")):
+    sys.exit(f"heavy-hitter line fields malformed: {e}")
+first("warning about skipped messages",
+      lambda o: o["level"] == "warning" and "without a usable item" in o["message"])
+print(f"{len(objects)} JSON log lines; summary {s['pipeline']}: top {top['item']!r}")
+EOF
+log "every log line is a JSON object; summary and heavy-hitter lines carry their fields"
 echo "PASS"

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <utility>
 
 #include "sketch/text.h"
 #include "sketchd/metrics/metrics.h"
@@ -13,6 +14,24 @@
 namespace sketchd {
 
 namespace {
+
+// The members of the innermost log_fields alive on this thread. spdlog's loggers here are
+// synchronous: a line is formatted on the thread that logs it.
+thread_local std::string t_fields;
+
+// %& : ",members" of the log_fields in force, or nothing.
+class json_fields_flag : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg&, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    if (t_fields.empty()) return;
+    dest.push_back(',');
+    dest.append(t_fields.data(), t_fields.data() + t_fields.size());
+  }
+  [[nodiscard]] std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<json_fields_flag>();
+  }
+};
 
 // %* : the message as a JSON string literal.
 class json_message_flag : public spdlog::custom_flag_formatter {
@@ -54,8 +73,8 @@ void setup_logging(const log_config& config) {
   auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
   if (config.format == log_format::json) {
     auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
-    formatter->add_flag<json_message_flag>('*').set_pattern(
-        R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","logger":"%n","message":%*})");
+    formatter->add_flag<json_message_flag>('*').add_flag<json_fields_flag>('&').set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","logger":"%n","message":%*%&})");
     sink->set_formatter(std::move(formatter));
   } else {
     // UTC with its zone, as in the JSON lines: a local time without one is ambiguous once
@@ -92,6 +111,11 @@ std::string loggable_item(std::string_view item) {
   out += cut ? "\"…" : "\"";
   return out;
 }
+
+log_fields::log_fields(std::string members) noexcept
+    : previous_(std::exchange(t_fields, std::move(members))) {}
+
+log_fields::~log_fields() { t_fields = std::move(previous_); }
 
 void print_stderr(std::string_view text) noexcept {
   std::fwrite(text.data(), 1, text.size(), stderr);

@@ -20,6 +20,21 @@ void setup_logging(const log_config& config);
 // item cut to 64 bytes is followed by "…" after its closing quote.
 [[nodiscard]] std::string loggable_item(std::string_view item);
 
+// Members added to the JSON object of each line this thread logs while it lives (text lines
+// leave them out): the figures of a line as fields of their own, so that a log pipeline
+// (Loki, Elasticsearch) can query them without parsing the message. `members` are a JSON
+// object's members without the braces, such as `"pipeline":"clicks","window_items":5`.
+class log_fields {
+ public:
+  explicit log_fields(std::string members) noexcept;
+  ~log_fields();
+  log_fields(const log_fields&) = delete;
+  log_fields& operator=(const log_fields&) = delete;
+
+ private:
+  std::string previous_;
+};
+
 // Writes TEXT to stderr before logging is set up (usage and configuration errors). Never
 // throws: when stderr cannot be written (closed, a full disk), the exit status still says
 // what happened.
