@@ -94,9 +94,16 @@ if [ ! -e "$policy" ]; then
 fi
 
 export DEBIAN_FRONTEND=noninteractive
-# A fresh machine's own apt jobs (apt-daily, unattended-upgrades) often hold the package
-# lock for a while after boot: wait for it, up to 10 minutes, rather than fail at once.
-apt-get -o DPkg::Lock::Timeout=600 update -qq
+# A fresh machine's own apt jobs (apt-daily, unattended-upgrades) often hold apt's locks
+# for a while after boot: wait for them, up to 10 minutes, rather than fail at once.
+# DPkg::Lock::Timeout covers the install's dpkg lock; `update` takes the lists' lock
+# without waiting, so it is tried again every 5 s.
+for ((try = 1; ; try++)); do
+  apt-get update -qq && break
+  ((try < 120)) || { echo "install-deps: apt-get update kept failing" >&2; exit 1; }
+  echo "install-deps: apt-get update failed (another apt running?); trying again in 5 s" >&2
+  sleep 5
+done
 apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 
 for p in "${SERVICE_PACKAGES[@]}"; do

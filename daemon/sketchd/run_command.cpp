@@ -389,8 +389,10 @@ int run(const config& cfg) {
   }
 
   // /readyz and /healthz. The processor calls its stop check every 10 ms while it waits on a
-  // full producer queue: waiting on the output cluster is not a stall.
+  // full producer queue: waiting on the output cluster is not a stall. The start (the
+  // clients, the generator's tables) and the stop are long steps.
   readiness ready;
+  std::optional<readiness::long_step> starting(std::in_place, ready);
   processor proc(cfg, writers, so.topics, bootstrap, [&ready] {
     ready.beat();
     return stop_requested.load();
@@ -436,14 +438,13 @@ int run(const config& cfg) {
   }
   registry.add([&proc](std::vector<metrics::metric_family>& out) { proc.collect(out); });
   registry.add([&ready](std::vector<metrics::metric_family>& out) {
-    const double now =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    out.push_back({"sketchd_processing_heartbeat_timestamp_seconds",
-                   "Unix time the processing thread last came round its loop (it does at least "
-                   "every second, and checks in while it waits on a full producer queue); "
-                   "/healthz says stalled once this is more than 60 s old.",
+    const auto stalled = ready.stalled();
+    out.push_back({"sketchd_processing_stalled_seconds",
+                   "How long the processing thread has not come round its loop, once that is "
+                   "past its limit (60 s; 10 minutes in a snapshot, a rebalance, the start or "
+                   "the stop): /healthz then answers 503. 0 while it is alive.",
                    metrics::metric_type::gauge,
-                   {{{}, now - std::chrono::duration<double>(ready.since_beat()).count()}}});
+                   {{{}, stalled ? std::chrono::duration<double>(*stalled).count() : 0.0}}});
   });
   if (store) {
     const double interval = std::chrono::duration<double>(cfg.state.snapshot_interval).count();
@@ -500,6 +501,7 @@ int run(const config& cfg) {
         return proc.start_behind_commit(tp, start, committed);
       });
   source.on_revoke([&](std::span<const kafka::topic_partition> revoked) {
+    const readiness::long_step step(ready);
     // Deliver what is in flight, so that the offsets of the revoked partitions can be
     // stored and committed before another member takes them over.
     // When stopping, the final snapshot has already waited for them (10 s): a short
@@ -552,6 +554,8 @@ int run(const config& cfg) {
   // periodic snapshot (`stoppable`) stops waiting as soon as a stop is requested: the
   // final one follows. True when the snapshot is written.
   const auto take_snapshot = [&](std::chrono::milliseconds wait, bool stoppable) -> bool {
+    // Up to `wait` for the outputs, then the state written whatever its size.
+    const readiness::long_step step(ready);
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = start + wait;
     bool delivered = false;
@@ -609,7 +613,7 @@ int run(const config& cfg) {
     gen = std::make_unique<generator>(*cfg.generator, bootstrap, cfg.kafka.properties);
   }
   ready.set(true);
-  ready.beat();
+  starting.reset();
 
   std::vector<std::uint64_t> consumed(so.topics.size(), 0);
   auto last_summary = std::chrono::steady_clock::now();
@@ -682,6 +686,7 @@ int run(const config& cfg) {
   }
 
   ready.set(false, "shutting down");
+  const readiness::long_step stopping(ready);
   if (stop_signal.load() == SIGHUP) {
     log->warn(
         "received signal {} (SIGHUP): sketchd does not reload its configuration; shutting down "

@@ -68,6 +68,27 @@ TEST(HttpHealth, HealthzSaysStalledWhenTheLoopStopsBeatingAndOkAtTheNextBeat) {
   EXPECT_EQ(res->status, 200);
 }
 
+// A long step (a snapshot, a rebalance's flush, the start and the stop) allows its own
+// limit, and the stall limit is back once it ends (a nested one restores the outer one's).
+TEST(HttpHealth, ALongStepAllowsMoreTime) {
+  readiness ready{200ms};
+  {
+    const readiness::long_step step(ready, 5000ms);
+    EXPECT_EQ(ready.stall_limit(), 5000ms);
+    {
+      const readiness::long_step inner(ready, 3000ms);
+      EXPECT_EQ(ready.stall_limit(), 3000ms);
+    }
+    EXPECT_EQ(ready.stall_limit(), 5000ms);
+    std::this_thread::sleep_for(600ms);  // three times the stall limit, within the step's
+    EXPECT_FALSE(ready.stalled().has_value());
+  }
+  EXPECT_EQ(ready.stall_limit(), 200ms);
+  EXPECT_FALSE(ready.stalled().has_value());  // the step's end beats
+  std::this_thread::sleep_for(600ms);
+  EXPECT_TRUE(ready.stalled().has_value());
+}
+
 TEST(HttpHealth, TheDefaultLimitIsAMinute) {
   const readiness ready;
   EXPECT_EQ(ready.stall_limit(), std::chrono::milliseconds(60'000));

@@ -41,6 +41,9 @@ TEST(LogLines, ItemsCannotBreakALine) {
   // look the same.
   EXPECT_EQ(loggable_item(std::string(100, 'z')), "\"" + std::string(64, 'z') + "\"…");
   EXPECT_EQ(loggable_item(std::string(64, 'z')), "\"" + std::string(64, 'z') + "\"");
+  // 40 invalid bytes become 40 U+FFFD of 3 bytes when cleaned: cut too.
+  const std::string replaced = loggable_item(std::string(40, '\xff'));
+  EXPECT_EQ(replaced.substr(replaced.size() - 4), "\"…");
 }
 
 TEST(Exposition, EscapesLabelValuesAndHelp) {

@@ -321,6 +321,32 @@ TEST(Pipeline, RestoredEventClockOfAnIdleStreamSlidesAfterAWhile) {
   EXPECT_EQ(after.seen_json("u0").value().find("\"seen\":true"), std::string::npos);
 }
 
+// A stream whose messages all lack a usable timestamp still slides its windows by the wall
+// time (they count at the clock plus the wall time since its last move): x, repeated every
+// second for two minutes on a 10 s window, is first-seen again after each horizon, and the
+// heavy-hitter window holds about its last 10 s, not all 120 items.
+TEST(Pipeline, AStreamWithoutTimestampsStillSlides) {
+  const std::int64_t wall = 1'790'000'000'000;
+  for (const std::int64_t stamp : {std::int64_t{-1}, wall + 3'600'000}) {
+    pipeline p(json_config());
+    std::string value;
+    int first_seen = 0;
+    for (int s = 0; s < 120; ++s) {
+      const std::int64_t now = wall + 1000 * s;
+      // A timestamp an hour ahead of each message's wall time, or none.
+      const std::int64_t event = stamp < 0 ? -1 : stamp + 1000 * s;
+      p.begin_batch();
+      first_seen += p.process(user_event(value, "x"), event, now) == verdict::first_seen;
+      (void)p.end_batch(now);
+    }
+    // The horizon is between 10 and 13.4 s (G·S with S = ⌈10 s / 3⌉): 120 s hold 9 to 12.
+    EXPECT_GE(first_seen, 9) << stamp;
+    EXPECT_LE(first_seen, 12) << stamp;
+    EXPECT_GE(p.summary().window_items, 8U) << stamp;
+    EXPECT_LE(p.summary().window_items, 11U) << stamp;
+  }
+}
+
 // In the daemon, the restored clock's hold-still time counts from the group's first
 // assignment: after a crash, the group may take longer than kHoldStillMs to hand the
 // partitions back, and until then the windows wait for the backlog.

@@ -68,7 +68,7 @@ METRICS = {
     "sketchd_kafka_brokers_up",
     "sketchd_kafka_consume_errors_total",
     "sketchd_producer_queue_messages",
-    "sketchd_processing_heartbeat_timestamp_seconds",
+    "sketchd_processing_stalled_seconds",
     "sketchd_consumption_stopped",
     "sketchd_snapshot_last_success_timestamp_seconds",
     "sketchd_snapshot_failures_total",

@@ -41,7 +41,7 @@ std::chrono::nanoseconds readiness::since_beat() const noexcept {
 
 std::optional<std::chrono::milliseconds> readiness::stalled() const noexcept {
   const auto since = std::chrono::duration_cast<std::chrono::milliseconds>(since_beat());
-  if (since > stall_limit_) return since;
+  if (since > stall_limit()) return since;
   return std::nullopt;
 }
 

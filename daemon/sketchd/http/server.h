@@ -2,6 +2,7 @@
 // API under /api/v1 (DESIGN.md, "HTTP API").
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -27,10 +28,33 @@ namespace sketchd {
 // producer queue. Thread-safe.
 class readiness {
  public:
-  // The processing thread's loop turns at least every second (the source's poll timeout);
-  // its longest legitimate pause, a snapshot waiting 30 s for the outputs in flight and
-  // then writing the state, stays well under a minute.
+  // The processing thread's loop turns at least every second (the source's poll timeout).
+  // Its steps that may legitimately take longer — a snapshot (waiting up to 30 s for the
+  // outputs in flight, then writing a state of any size), a rebalance's flush, the start
+  // and the stop — run inside a long_step, which allows kLongStepLimit instead.
   static constexpr std::chrono::milliseconds kStallLimit{60'000};
+  static constexpr std::chrono::milliseconds kLongStepLimit{600'000};
+
+  // Allows `limit` instead of the stall limit while it lives (on the processing thread;
+  // steps nest), and beats when it begins and ends.
+  class long_step {
+   public:
+    explicit long_step(readiness& r, std::chrono::milliseconds limit = kLongStepLimit) noexcept
+        : r_(r), previous_ms_(r.allowance_ms_.load(std::memory_order_relaxed)) {
+      r_.beat();
+      r_.allowance_ms_.store(limit.count(), std::memory_order_relaxed);
+    }
+    ~long_step() {
+      r_.allowance_ms_.store(previous_ms_, std::memory_order_relaxed);
+      r_.beat();
+    }
+    long_step(const long_step&) = delete;
+    long_step& operator=(const long_step&) = delete;
+
+   private:
+    readiness& r_;
+    std::int64_t previous_ms_;
+  };
 
   explicit readiness(std::chrono::milliseconds stall_limit = kStallLimit);
   void set(bool ready, std::string reason = {});
@@ -42,14 +66,19 @@ class readiness {
   [[nodiscard]] std::chrono::nanoseconds since_beat() const noexcept;
   // How long since the last beat, when that is more than the stall limit.
   [[nodiscard]] std::optional<std::chrono::milliseconds> stalled() const noexcept;
-  [[nodiscard]] std::chrono::milliseconds stall_limit() const noexcept { return stall_limit_; }
+  // The limit in force: the stall limit, or a long step's.
+  [[nodiscard]] std::chrono::milliseconds stall_limit() const noexcept {
+    return std::max(stall_limit_,
+                    std::chrono::milliseconds(allowance_ms_.load(std::memory_order_relaxed)));
+  }
 
  private:
   mutable std::mutex mutex_;
   bool ready_ = false;
   std::string reason_ = "starting";
   std::chrono::milliseconds stall_limit_;
-  std::atomic<std::int64_t> last_beat_ns_;  // steady clock
+  std::atomic<std::int64_t> last_beat_ns_;     // steady clock
+  std::atomic<std::int64_t> allowance_ms_{0};  // a long_step's limit, or 0
 };
 
 // Serves on its own thread from start() to stop(). Handlers only read: the metrics

@@ -61,12 +61,21 @@ std::int64_t pipeline::clock_of(std::int64_t event_ms, std::int64_t wall_ms) noe
   std::int64_t t = wall_ms;
   if (config_.clock == clock_kind::event) {
     // A message without a timestamp, or with one further ahead of the wall clock than
-    // kMaxClockSkewMs (a producer with a wrong clock), does not move the clock: it counts
-    // at the pipeline's current time (the wall time before any). Taking the wall time (or
-    // the cap) would jump the clock from a backlog's time to now, and expire every slice
-    // and generation at once.
+    // kMaxClockSkewMs (a producer with a wrong clock), counts at the pipeline's current
+    // time: its last event time plus the wall time since (the wall time before any), as an
+    // idle stream slides. Taking the wall time (or the cap) would jump the clock from a
+    // backlog's time to now, and expire every slice and generation at once. It does not
+    // move the clock's reference, so that a stream of such messages still slides its
+    // windows by the wall time.
     const bool usable = event_ms > 0 && event_ms <= wall_ms + kMaxClockSkewMs;
-    t = usable ? event_ms : (clock_ms_ > 0 ? clock_ms_ : wall_ms);
+    if (!usable && clock_ms_ > 0) {
+      if (!clock_live_) {
+        clock_wall_ms_ = wall_ms;
+        clock_live_ = true;
+      }
+      return clock_ms_ + std::max<std::int64_t>(0, wall_ms - clock_wall_ms_);
+    }
+    if (usable) t = event_ms;
   }
   // A late message (older than the clock) counts at the clock's time, in the current slice
   // and generation, as it would anyway: passing its own time would also date a generation

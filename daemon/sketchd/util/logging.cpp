@@ -101,8 +101,7 @@ std::string loggable_item(std::string_view item) {
   const std::string shown = metrics::clean_label_value(item, kMaxBytes);
   // Cut when the whole item, cleaned, is longer (cleaning alone can change the length: an
   // invalid byte becomes a 3-byte U+FFFD).
-  const bool cut = item.size() > kMaxBytes &&
-                   metrics::clean_label_value(item, 3 * item.size()).size() > shown.size();
+  const bool cut = metrics::clean_label_value(item, 3 * item.size()).size() > shown.size();
   std::string out = "\"";
   for (const char c : sketch::escape_controls(shown, true)) {
     if (c == '"') out += '\\';
