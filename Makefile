@@ -22,9 +22,11 @@ deps:
 # directory configured earlier with other options (the tests switched off, as
 # `scripts/install-deps.sh --build-only` suggests): the options given here are set again.
 # The recipes run after `deps`, so cmake is installed by then, under `make -j` too.
-build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release \
+CONFIGURE = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release \
 	  -DSKETCHD_BUILD_TESTS=ON -DSKETCHD_BUILD_BENCH=ON $(CMAKE_ARGS)
+
+build: deps
+	$(CONFIGURE)
 	cmake --build $(BUILD) -j $(JOBS)
 
 build-asan: deps
@@ -41,18 +43,24 @@ build-tsan: deps
 # static ones (checks of the dashboards and deployment files) again under
 # AddressSanitizer and UndefinedBehaviorSanitizer; the unit and integration tests again
 # under ThreadSanitizer (the daemon's threads: processing, polling, HTTP workers,
-# librdkafka's callbacks). --no-tests=error: a build without tests fails, never passes;
+# librdkafka's callbacks). The longest integration scenarios run under one of the two
+# sanitizers only (labels asan_only and tsan_only, tests/integration/CMakeLists.txt).
+# --no-tests=error: a build without tests fails, never passes;
 # SKETCHD_REQUIRE_TOOLS=1: a test whose tool (kcat, promtool…) is missing fails instead of
 # being skipped, since `deps` installs every one.
 test: build build-asan build-tsan
 	cd $(BUILD) && SKETCHD_REQUIRE_TOOLS=1 ctest --output-on-failure --no-tests=error -j $(JOBS)
-	cd $(ASAN) && SKETCHD_REQUIRE_TOOLS=1 ctest --output-on-failure --no-tests=error -j $(JOBS) -LE static
-	cd $(TSAN) && SKETCHD_REQUIRE_TOOLS=1 ctest --output-on-failure --no-tests=error -j $(JOBS) -L 'unit|integration'
+	cd $(ASAN) && SKETCHD_REQUIRE_TOOLS=1 ctest --output-on-failure --no-tests=error -j $(JOBS) -LE 'static|tsan_only'
+	cd $(TSAN) && SKETCHD_REQUIRE_TOOLS=1 ctest --output-on-failure --no-tests=error -j $(JOBS) -L 'unit|integration' -LE asan_only
 
 test-unit: build
 	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -L unit
 
-demo: build
+# The demo needs the daemon only: the tests and benchmarks are built by `make test` and
+# `make bench`, in the same directory with the same options.
+demo: deps
+	$(CONFIGURE)
+	cmake --build $(BUILD) -j $(JOBS) --target sketchd
 	$(BUILD)/daemon/sketchd run --config config/demo.yaml
 
 bench: build
