@@ -8,7 +8,8 @@
 #                 first occurrences it drops (false positives) are at most a bound derived
 #                 from the filter's false-positive rate (below); files, stdin and `-` give
 #                 the same output; bytes are kept as they are (CR, NUL, a last line without
-#                 a newline); more distinct lines than --items is warned about;
+#                 a newline); more distinct lines than --items is warned about; the lines
+#                 of a slow pipe come out as they come in;
 #   topk          against exact counts: the format, the order, estimates within
 #                 [true, true + εN], and the exact top items found;
 #   bad arguments one line on stderr naming the argument, exit status 2, and no output
@@ -192,6 +193,33 @@ if cmp -s "$work/blocked.txt" "$work/stdin.txt" && cmp -s "$work/blocked.txt" "$
   ok "dedup: stdin, - and two files give the same output"
 else
   fail "dedup: stdin, - or two files differ from one file"
+fi
+
+# A slow pipe (`tail -f log | sketch dedup | …`): each line first seen comes out while the
+# input is still open, into a pipe as onto a terminal. The writer sends a line and waits
+# for it (or its absence, for a duplicate) at the other end before it sends the next one;
+# a dedup that waited for more input, or for its end, before it wrote would never answer.
+if timeout 60 python3 - "$sketch" <<'EOF'; then
+import os, select, subprocess, sys
+p = subprocess.Popen([sys.argv[1], "dedup"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+out = p.stdout.fileno()
+def answer(seconds):
+    ready, _, _ = select.select([out], [], [], seconds)
+    return os.read(out, 4096) if ready else b""
+for line, expected in [(b"a", b"a\n"), (b"b", b"b\n"), (b"a", b""), (b"c", b"c\n")]:
+    p.stdin.write(line + b"\n")
+    p.stdin.flush()
+    got = answer(10 if expected else 1)
+    if got != expected:
+        print(f"after {line!r}: got {got!r}, expected {expected!r}", file=sys.stderr)
+        p.kill()
+        sys.exit(1)
+p.stdin.close()
+sys.exit(p.wait())
+EOF
+  ok "dedup: each line of a slow pipe comes out while the input is open"
+else
+  fail "dedup holds back the lines of a slow pipe"
 fi
 
 # Bytes as they are: CR, NUL, invalid UTF-8, empty lines, a last line without a newline.

@@ -231,6 +231,17 @@ for p in users keys; do
 done
 [[ $(json "$work/topk-keys.json" '"bin\ufffd\ufffd\"\\\nkey" in [e["item"] for e in d["items"]]') == true ]] \
   || fail "the binary key is not in /api/v1/pipelines/keys/topk: $(cut -c1-400 "$work/topk-keys.json")"
+# Its exact bytes come with it in base64 (items of valid UTF-8 have no such field), and sent
+# back, percent-encoded, they find it.
+raw_query=$(json "$work/topk-keys.json" '__import__("urllib.parse").parse.quote(__import__("base64").b64decode(
+  [e for e in d["items"] if e["item"].startswith("bin")][0]["item_base64"]), safe="")')
+[[ $raw_query == 'bin%FF%FE%22%5C%0Akey' ]] || fail "item_base64 of the binary key decodes to $raw_query"
+[[ $(json "$work/topk-keys.json" 'all(("item_base64" in e) == e["item"].startswith("bin") for e in d["items"])') == true ]] \
+  || fail "item_base64 on a valid UTF-8 item, or missing: $(cut -c1-400 "$work/topk-keys.json")"
+api "api/v1/pipelines/keys/estimate?item=$raw_query" "$work/raw.json"
+[[ $(json "$work/raw.json" 'd["estimate"]') -ge 3 && $(json "$work/raw.json" 'd["item_base64"]') == \
+  "$(json "$work/topk-keys.json" '[e for e in d["items"] if e["item"].startswith("bin")][0]["item_base64"]')" ]] \
+  || fail "estimate of the binary key's bytes: $(cat "$work/raw.json")"
 api "api/v1/pipelines/users/estimate?item=big" "$work/big.json"
 [[ $(json "$work/big.json" 'd["estimate"]') -ge 1 ]] || fail "the 1 MiB message's item is not counted"
 

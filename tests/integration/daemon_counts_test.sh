@@ -247,6 +247,13 @@ check "$o_by_time == 0" "overload: $o_by_time rotations by time within the first
 check "$o_window == 3600 and $o_effective < 0.9 * $o_window" \
   "overload: effective window $o_effective s, configured $o_window s"
 log "overload: $o_by_capacity rotations by capacity for $o_first first-seen items; effective window $o_effective s of $o_window s"
+# The API says the same: the horizon guaranteed under the configured capacity stays, the
+# effective window is the live one, and fill and forwarded figures are there too.
+api "api/v1/pipelines/overload" "$work/overload.json"
+check "$(json "$work/overload.json" 'd["dedup"]["effective_window_ms"]') < 0.9 * $o_window * 1000 and \
+$(json "$work/overload.json" 'd["dedup"]["guaranteed_horizon_ms"]') >= 0.5 * $o_window * 1000 and \
+$(json "$work/overload.json" 'int(len(d["dedup"]["fill_ratio"]) == d["dedup"]["generations"] and d["dedup"]["forwarded_total"] == 0)') == 1" \
+  "/api/v1/pipelines/overload: $(cat "$work/overload.json")"
 
 # /seen: true for produced items (no false negatives), false for items never produced
 # (a false positive has probability ≈ the estimated FPR, about 1e-20 at this fill).
@@ -277,7 +284,9 @@ for path in "api/v1/pipelines/nope" "api/v1/pipelines/nope/topk" "api/v1/pipelin
   [[ $err == *nope* ]] || fail "GET /$path: the error \"$err\" does not name the pipeline"
 done
 # The overload pipeline has no heavy_hitters section.
-for path in "api/v1/pipelines/overload/topk" "api/v1/pipelines/overload/estimate?item=u1"; do
+# (Without an item too: the path is answered before the query.)
+for path in "api/v1/pipelines/overload/topk" "api/v1/pipelines/overload/estimate?item=u1" \
+  "api/v1/pipelines/overload/estimate"; do
   api "$path" "$work/error.json"
   [[ $api_status == 404 ]] || fail "GET /$path: HTTP $api_status, expected 404"
   [[ $(json "$work/error.json" 'd["error"]') == *heavy_hitters* ]] \

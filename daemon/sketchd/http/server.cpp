@@ -366,16 +366,18 @@ void http_server::routes() {
         [find](const httplib::Request& req, httplib::Response& res) {
           const pipeline* p = find(req, res);
           if (!p) return;
-          const query_param param = find_query_param(req, "item");
-          if (!param.error.empty()) return json_error(res, 400, param.error);
-          const std::string& item = param.value;
           const bool estimate = req.matches[2] == "estimate";
-          const auto body = estimate ? p->estimate_json(item) : p->seen_json(item);
-          if (!body) {
+          // The path first (404), then the query (400).
+          if (estimate ? !p->config().heavy_hitters : !p->config().dedup) {
             return json_error(res, 404,
                               fmt::format("pipeline \"{}\" has no {} section", p->name(),
                                           estimate ? "heavy_hitters" : "dedup"));
           }
+          const query_param param = find_query_param(req, "item");
+          if (!param.error.empty()) return json_error(res, 400, param.error);
+          const std::string& item = param.value;
+          const auto body = estimate ? p->estimate_json(item) : p->seen_json(item);
+          if (!body) return json_error(res, 500, "the pipeline lost its section");
           res.set_content(*body + "\n", kJson);
         });
   // Read-only: every other method is refused, on every path, before any body is read (a
@@ -410,7 +412,27 @@ void http_server::routes() {
       return refuse_method(res);
     }
     if (res.body.empty()) {
-      res.set_content(fmt::format("{{\"error\":\"HTTP {}\"}}\n", res.status), kJson);
+      // httplib's own refusals (no route, a request it cannot parse, a request line longer
+      // than its 8,192 bytes) say what was wrong.
+      std::string message;
+      switch (res.status) {
+        case 404:
+          message =
+              "no such path: the paths are /metrics, /healthz, /readyz, /api/v1/pipelines, "
+              "/api/v1/pipelines/NAME and /api/v1/pipelines/NAME/{topk,estimate,seen}";
+          break;
+        case 414:
+          message =
+              "the request line is longer than 8192 bytes (an item of more than about 8000 "
+              "bytes, or 2700 percent-encoded binary bytes, cannot be asked about)";
+          break;
+        case 400:
+          message = "malformed HTTP request";
+          break;
+        default:
+          message = fmt::format("HTTP {}", res.status);
+      }
+      json_error(res, res.status, message);
     }
   });
 }

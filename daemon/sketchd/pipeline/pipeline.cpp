@@ -1,7 +1,9 @@
 #include "sketchd/pipeline/pipeline.h"
 
+#include <absl/strings/escaping.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <simdjson.h>
 
 #include <algorithm>
 #include <set>
@@ -21,6 +23,19 @@ extractor_options extractor_options_of(const pipeline_config& c) {
   o.header_name = c.item.header;
   o.max_item_bytes = c.max_item_bytes;
   return o;
+}
+
+// `"item":…` of an API answer. JSON strings hold text, so an item that is not valid UTF-8
+// is shown with U+FFFD for its invalid bytes, and its exact bytes follow in base64
+// (`"item_base64"`): two binary items that show alike stay apart, and a script can send
+// the bytes back to `estimate` or `seen`.
+void append_item(std::string& o, std::string_view item) {
+  o += "\"item\":";
+  json::append_string(o, item);
+  if (!simdjson::validate_utf8(item.data(), item.size())) {
+    o += ",\"item_base64\":";
+    json::append_string(o, absl::Base64Escape(absl::string_view(item.data(), item.size())));
+  }
 }
 
 }  // namespace
@@ -429,7 +444,15 @@ std::string pipeline::describe_json_locked() const {
     json::append_number(o, dedup_->estimated_fpr());
     o += ",\"estimated_items\":";
     json::append_number(o, dedup_->estimated_items());
-    o += fmt::format(",\"guaranteed_horizon_ms\":{}}}", dedup_->guaranteed_horizon_ms());
+    o += ",\"fill_ratio\":[";
+    for (std::size_t g = 0; g < dedup_->generations(); ++g) {
+      if (g) o += ',';
+      json::append_number(o, dedup_->fill_ratio(g));
+    }
+    o += fmt::format(
+        "],\"forwarded_total\":{},\"guaranteed_horizon_ms\":{},\"effective_window_ms\":{}}}",
+        published_.forwarded, dedup_->guaranteed_horizon_ms(),
+        dedup_->effective_window_ms(std::max(clock_ms_, advanced_ms_)));
   }
   o += '}';
   return o;
@@ -455,8 +478,8 @@ std::optional<std::string> pipeline::topk_json() const {
   for (const auto& e : heavy_->top()) {
     if (!first) o += ',';
     first = false;
-    o += "{\"item\":";
-    json::append_string(o, e.item);
+    o += '{';
+    append_item(o, e.item);
     o += fmt::format(",\"estimate\":{},\"ratio\":", e.estimate);
     json::append_number(o, n > 0 ? static_cast<double>(e.estimate) / n : 0.0);
     o += fmt::format(",\"heavy\":{}}}", e.heavy ? "true" : "false");
@@ -469,8 +492,8 @@ std::optional<std::string> pipeline::estimate_json(std::string_view item) const 
   std::lock_guard lock(mutex_);
   if (!heavy_) return std::nullopt;
   const auto estimate = heavy_->estimate(sketch::hash_item(item, seed_));
-  std::string o = "{\"item\":";
-  json::append_string(o, item);
+  std::string o = "{";
+  append_item(o, item);
   o += fmt::format(",\"estimate\":{},\"error_bound\":", estimate);
   json::append_number(o, heavy_->error_bound());
   o += fmt::format(",\"window_items\":{}}}", heavy_->window_items());
@@ -481,8 +504,8 @@ std::optional<std::string> pipeline::seen_json(std::string_view item) const {
   std::lock_guard lock(mutex_);
   if (!dedup_) return std::nullopt;
   const bool seen = dedup_->contains(sketch::hash_item(item, seed_));
-  std::string o = "{\"item\":";
-  json::append_string(o, item);
+  std::string o = "{";
+  append_item(o, item);
   o += fmt::format(",\"seen\":{},\"false_positive_ratio\":", seen ? "true" : "false");
   json::append_number(o, dedup_->estimated_fpr());
   o += '}';
