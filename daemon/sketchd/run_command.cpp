@@ -538,6 +538,11 @@ int run(const config& cfg) {
     if (const std::optional<int> n = source.brokers_up())
       up.samples.push_back({{}, static_cast<double>(*n)});
     out.push_back(std::move(up));
+    out.push_back({"sketchd_kafka_assigned_partitions",
+                   "Input partitions the consumer group has assigned to this instance (0 before "
+                   "its first assignment, or when the other members hold them all).",
+                   metrics::metric_type::gauge,
+                   {{{}, static_cast<double>(source.assigned_partitions())}}});
     out.push_back({"sketchd_kafka_consume_errors_total",
                    "Errors the Kafka client reported in place of a message (a missing topic, a "
                    "partition that cannot be fetched), each skipped.",

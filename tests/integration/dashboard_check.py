@@ -66,6 +66,7 @@ METRICS = {
     "sketchd_bloom_rotations_total",
     "sketchd_kafka_consumer_lag_messages",
     "sketchd_kafka_brokers_up",
+    "sketchd_kafka_assigned_partitions",
     "sketchd_kafka_consume_errors_total",
     "sketchd_producer_queue_messages",
     "sketchd_processing_stalled_seconds",

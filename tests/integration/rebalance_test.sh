@@ -15,7 +15,9 @@
 #     allowance (mean fpr·distinct plus 5 standard deviations of the binomial) — an item
 #     whose partition moved may be forwarded by both, never by neither;
 #   - B's lag (committed offset to end of partition) reaches 0 on all 8 partitions: every
-#     offset was stored and committed.
+#     offset was stored and committed;
+#   - sketchd_kafka_assigned_partitions: A's and B's add up to 8 while both run, B's is 8
+#     once A has stopped.
 # Prints the duplicates forwarded across the move as a figure.
 #
 # Usage: rebalance_test.sh PATH/TO/sketchd
@@ -109,6 +111,15 @@ log "B is consuming (${metric} events)"
 kill -0 "$producer_pid" 2>/dev/null || fail "the stream ended before B took partitions: the test proves nothing"
 touch "$work/b-consuming"  # the producer sends the rest of the stream
 grep -q 'revoked [1-9][0-9]* partition(s)' "$work/a.err" || fail "no partition was revoked from A when B joined"
+# sketchd_kafka_assigned_partitions: the two shares add up to the topic's partitions.
+assigned() { curl -sf --max-time 5 "http://127.0.0.1:$1/metrics" | grep '^sketchd_kafka_assigned_partitions ' | cut -d' ' -f2; }
+deadline=$((SECONDS + 30 * slow))
+until [[ $(assigned "$port_a"):$(assigned "$port_b") =~ ^([1-9][0-9]*):([1-9][0-9]*)$ ]] &&
+  ((BASH_REMATCH[1] + BASH_REMATCH[2] == partitions)); do
+  ((SECONDS < deadline)) || fail "assigned partitions: A $(assigned "$port_a"), B $(assigned "$port_b"), expected $partitions in all"
+  sleep 0.2
+done
+log "assigned partitions: A ${BASH_REMATCH[1]}, B ${BASH_REMATCH[2]}"
 
 stop_process "$pid_a" 15 || fail "A did not exit within 15 s of SIGTERM"
 [[ $stop_status == 0 ]] || fail "A exited with status $stop_status"
@@ -120,6 +131,7 @@ wait "$producer_pid" || fail "the producer failed: $(cat "$work/producer.log")"
 log "produced"
 
 # B now owns every partition; its lag is 0 on all of them once everything is committed.
+wait_metric 'sketchd_kafka_assigned_partitions' -eq "$partitions" 30
 wait_committed "$partitions" 60
 first_seen_b=$(require_value "$work/metrics.txt" 'sketchd_dedup_first_seen_total{pipeline="orders"}')
 wait_metric 'sketchd_dedup_forwarded_total{pipeline="orders"}' -eq "$first_seen_b" 30
