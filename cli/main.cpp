@@ -85,7 +85,8 @@ double parse_probability(const std::string& option, double p, double max = 1.0) 
   return p;
 }
 
-// A probability as a plain decimal number with six significant digits (no exponent).
+// A probability with six significant digits: a plain decimal number, or below a millionth
+// the same digits with an exponent (2.05891e-226).
 std::string decimal(double p) {
   if (p <= 0) return "0";
   // Rounded to six significant digits first, so that the number of decimals follows the
@@ -93,6 +94,9 @@ std::string decimal(double p) {
   // strtod, not stod: stod throws on a subnormal result (1e-310), which is a fine answer.
   const double rounded = std::strtod(fmt::format("{:.5e}", p).c_str(), nullptr);
   if (rounded >= 1) return "1";
+  // Below a millionth, fixed point would be mostly zeros (230 of them at 1e-229): the
+  // same six digits with an exponent, as awk and Python read them.
+  if (rounded < 1e-6) return fmt::format("{:.5e}", rounded);
   const int digits = std::max(0, 5 - static_cast<int>(std::floor(std::log10(rounded))));
   return fmt::format("{:.{}f}", rounded, digits);
 }
