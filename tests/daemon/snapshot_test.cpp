@@ -5,13 +5,16 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 
@@ -131,25 +134,52 @@ TEST(SnapshotStore, FailedWriteKeepsThePreviousSnapshot) {
   EXPECT_EQ(store.read()->created_ms, sample().created_ms);
 }
 
-TEST(SnapshotStore, FullDiskIsNamedAndKeepsThePreviousSnapshot) {
-  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+TEST(SnapshotStore, AFailedWriteIsNamedAndKeepsThePreviousSnapshot) {
   temp_dir dir;
   state::store store(dir.path());
   (void)store.write(sample());
-  // Every write to /dev/full fails with ENOSPC: the temporary file is made to lead there.
-  fs::create_symlink("/dev/full", store.path() + ".tmp");
+  // A write that fails midway, as on a full disk: the process may not grow a file past
+  // 16 bytes (EFBIG; SIGXFSZ ignored, as the daemon's writes would see the error).
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = 16;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   state::snapshot other = sample();
   other.created_ms = 1;
+  std::string what;
   try {
     (void)store.write(other);
-    FAIL() << "a write to a full disk succeeded";
   } catch (const state::snapshot_error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find(store.path() + ".tmp"), std::string::npos) << what;
-    EXPECT_NE(what.find(std::strerror(ENOSPC)), std::string::npos) << what;
+    what = e.what();
   }
-  EXPECT_FALSE(fs::is_symlink(store.path() + ".tmp"));  // removed after the failure
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  ASSERT_FALSE(what.empty()) << "a write past the size limit succeeded";
+  EXPECT_NE(what.find(store.path() + ".tmp"), std::string::npos) << what;
+  EXPECT_NE(what.find(std::strerror(EFBIG)), std::string::npos) << what;
+  EXPECT_FALSE(fs::exists(store.path() + ".tmp"));  // removed after the failure
   EXPECT_EQ(store.read()->created_ms, sample().created_ms);
+}
+
+// Whoever can write in state.dir must not make sketchd write elsewhere: a symlink in the
+// temporary file's place is replaced, never followed; the files are the owner's only.
+TEST(SnapshotStore, ASymlinkInPlaceOfTheTemporaryFileIsNotFollowed) {
+  temp_dir dir;
+  const std::string state_dir = dir.path() + "/state";
+  state::store store(state_dir);
+  const std::string victim = dir.path() + "/victim";
+  { std::ofstream(victim) << "keep"; }
+  fs::create_symlink(victim, store.path() + ".tmp");
+  (void)store.write(sample());
+  std::ifstream in(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "keep");
+  EXPECT_FALSE(fs::is_symlink(store.path()));
+  EXPECT_EQ(store.read()->created_ms, sample().created_ms);
+  EXPECT_EQ(fs::status(store.path()).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(fs::status(state_dir).permissions() & fs::perms::all, fs::perms::owner_all);
 }
 
 TEST(SnapshotStore, SetAsideKeepsTheFileBesideAndForgetsIt) {

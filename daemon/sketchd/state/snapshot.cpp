@@ -225,7 +225,10 @@ snapshot decode(std::string_view file, const std::string& name) {
 store::store(std::string dir)
     : dir_(std::move(dir)), path_((std::filesystem::path(dir_) / kFileName).string()) {
   std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
+  // A directory sketchd makes is its own (0700); one that exists keeps its permissions.
+  if (std::filesystem::create_directories(dir_, ec))
+    std::filesystem::permissions(dir_, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::replace, ec);
   if (ec)
     throw snapshot_error(
         fmt::format("cannot create the state directory {}: {}", dir_, ec.message()));
@@ -246,7 +249,7 @@ store::~store() {
 }
 
 int store::take_lock() const {
-  const int fd = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  const int fd = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) throw snapshot_error(system_error("cannot open", lock_path_, errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
@@ -299,8 +302,13 @@ store::write_result store::write(const snapshot& s) {
   };
   std::uint64_t bytes = 0;
   {
+    // A new file, never one that is there: a .tmp left by a crash is removed first, and a
+    // symlink put in its place (by whoever can write in state.dir) is removed, not followed
+    // (O_EXCL refuses any name that exists, O_NOFOLLOW says so). Owner-only (0600): the
+    // snapshot holds the items (user ids, keys) of the windows.
     const auto create = [&] {
-      return ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      ::unlink(tmp.c_str());
+      return ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     };
     int created = create();
     if (created < 0 && errno == ENOENT) {
