@@ -288,13 +288,12 @@ void http_server::routes() {
   s.new_task_queue = [] { return new growing_pool; };  // owned by httplib
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second
   // sketchd on the same address starts and the kernel splits the scrapes between the two.
-  // TCP_NODELAY (which the accepted connections inherit): without it, the second answer
+  // TCP_NODELAY on every connection: without it, the second answer
   // on a kept-alive connection waited about 40 ms for the client's delayed ACK (Nagle).
   s.set_tcp_nodelay(true);
   s.set_socket_options([this](socket_t sock) {
     const int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
     listen_socket_ = sock;
   });
 

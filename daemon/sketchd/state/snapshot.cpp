@@ -36,6 +36,24 @@ std::string system_error(std::string_view what, const std::string& path, int err
   return fmt::format("{} {}: {}", what, path, std::strerror(error));
 }
 
+// Makes the state directory (and its missing parents). One that sketchd makes is its own
+// (0700): the snapshots hold the windows' items; one that exists keeps its permissions.
+void make_directory(const std::string& dir, std::error_code& ec) {
+  if (std::filesystem::create_directories(dir, ec))
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::replace, ec);
+}
+
+// The same for a directory removed while sketchd runs, said in the log.
+void make_directory_again(const std::string& dir) {
+  std::error_code ec;
+  make_directory(dir, ec);
+  if (ec)
+    throw snapshot_error(
+        fmt::format("cannot create the state directory {} again: {}", dir, ec.message()));
+  logger()->warn("the state directory {} was gone: created it again", dir);
+}
+
 // The payload's length, known before any of it is written so the header can go first.
 std::uint64_t payload_length(const snapshot& s) {
   std::uint64_t n = 8 + 4 + 4;  // created_ms, P, Q
@@ -225,10 +243,7 @@ snapshot decode(std::string_view file, const std::string& name) {
 store::store(std::string dir)
     : dir_(std::move(dir)), path_((std::filesystem::path(dir_) / kFileName).string()) {
   std::error_code ec;
-  // A directory sketchd makes is its own (0700); one that exists keeps its permissions.
-  if (std::filesystem::create_directories(dir_, ec))
-    std::filesystem::permissions(dir_, std::filesystem::perms::owner_all,
-                                 std::filesystem::perm_options::replace, ec);
+  make_directory(dir_, ec);
   if (ec)
     throw snapshot_error(
         fmt::format("cannot create the state directory {}: {}", dir_, ec.message()));
@@ -277,13 +292,7 @@ void store::keep_lock() {
   // lock of the directory as it is now; if another sketchd already has, this one must not
   // write there.
   std::error_code ec;
-  if (!std::filesystem::is_directory(dir_, ec)) {
-    std::filesystem::create_directories(dir_, ec);
-    if (ec)
-      throw snapshot_error(
-          fmt::format("cannot create the state directory {} again: {}", dir_, ec.message()));
-    logger()->warn("the state directory {} was gone: created it again", dir_);
-  }
+  if (!std::filesystem::is_directory(dir_, ec)) make_directory_again(dir_);
   const int fd = take_lock();
   ::close(lock_fd_);
   lock_fd_ = fd;
@@ -313,12 +322,7 @@ store::write_result store::write(const snapshot& s) {
     int created = create();
     if (created < 0 && errno == ENOENT) {
       // The directory went away (a clean-up job, an operator): make it again.
-      std::error_code ec;
-      std::filesystem::create_directories(dir_, ec);
-      if (ec)
-        throw snapshot_error(
-            fmt::format("cannot create the state directory {} again: {}", dir_, ec.message()));
-      logger()->warn("the state directory {} was gone: created it again", dir_);
+      make_directory_again(dir_);
       created = create();
     }
     unique_fd fd(created);
