@@ -343,6 +343,11 @@ void processor::assigned(const kafka::topic_partition& tp, std::optional<std::in
   // A new assignment of a partition starts with a clean slate of deliveries; its position
   // is known from its first message on, or from the snapshot it starts at.
   positions_[std::make_pair(tp.topic_index, tp.partition)] = start.value_or(-1);
+  // Without a snapshot's position, the windows have not counted this partition's recent
+  // items: the group's heavy-hitter figures miss them for a window.
+  if (!start) {
+    for (std::size_t i : topic_routes_[tp.topic_index]) pipelines_[i]->partitions_taken_over();
+  }
   replay_until_.erase(std::make_pair(tp.topic_index, tp.partition));
   tracker_.reset(tp.topic_index, tp.partition);
 }

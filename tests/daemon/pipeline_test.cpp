@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeline_gauge.h"
 #include "sketch/zipf.h"
 
 namespace sketchd {
@@ -156,15 +157,58 @@ message_view user_event(std::string& storage, std::string_view id) {
   return m;
 }
 
-// The effective dedup window the pipeline exports, in seconds.
+// The effective dedup window, and the time the heavy-hitter window stays incomplete, that
+// the pipeline exports, in seconds.
 double effective_window_seconds(const pipeline& p) {
-  std::vector<metrics::metric_family> families;
-  p.collect(families);
-  for (const auto& f : families) {
-    if (f.name == "sketchd_bloom_effective_window_seconds") return f.samples.at(0).value;
+  return test_support::pipeline_gauge(p, "sketchd_bloom_effective_window_seconds");
+}
+double incomplete_seconds(const pipeline& p) {
+  return test_support::pipeline_gauge(p, "sketchd_cms_window_incomplete_seconds");
+}
+
+// Partitions taken over from another member: the window (10 s) misses their earlier items
+// until a whole window has passed on the pipeline's clock from the next batch on; on the
+// event clock, "the next batch" is the first that has a time (an item).
+TEST(Pipeline, ATakeOverLeavesTheWindowIncompleteForAWindow) {
+  for (const clock_kind clock : {clock_kind::wall, clock_kind::event}) {
+    SCOPED_TRACE(to_string(clock));
+    pipeline_config c = json_config();
+    c.clock = clock;
+    pipeline p(c);
+    const std::int64_t t = 1'790'000'000'000;
+    std::string value;
+    const message_view m = user_event(value, "u0");
+    const auto batch = [&](std::int64_t at, bool with_item) {
+      p.begin_batch();
+      if (with_item) (void)p.process(m, at, at);
+      (void)p.end_batch(at);
+    };
+    batch(t, true);
+    EXPECT_EQ(incomplete_seconds(p), 0.0) << "before any take-over";
+    p.partitions_taken_over();
+    EXPECT_EQ(incomplete_seconds(p), 10.0) << "pending: a whole window";
+    batch(t + 2'000, true);
+    EXPECT_EQ(incomplete_seconds(p), 10.0);
+    batch(t + 9'000, true);
+    EXPECT_EQ(incomplete_seconds(p), 3.0);
+    batch(t + 12'000, true);
+    EXPECT_EQ(incomplete_seconds(p), 0.0);
   }
-  ADD_FAILURE() << "no sketchd_bloom_effective_window_seconds";
-  return -1;
+  // An event clock that has seen nothing has no time yet: the window counts from the first
+  // item.
+  pipeline fresh(json_config());
+  fresh.partitions_taken_over();
+  fresh.begin_batch();
+  (void)fresh.end_batch(1'790'000'000'000);
+  EXPECT_EQ(incomplete_seconds(fresh), 10.0);
+  // Without heavy_hitters there is nothing to say.
+  pipeline_config dedup_only = json_config();
+  dedup_only.heavy_hitters.reset();
+  pipeline d(dedup_only);
+  d.partitions_taken_over();
+  std::vector<metrics::metric_family> families;
+  d.collect(families);
+  for (const auto& f : families) EXPECT_NE(f.name, "sketchd_cms_window_incomplete_seconds");
 }
 
 // The saved state of a pipeline that has seen u0 at `t` (on both clocks).

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "pipeline_gauge.h"
+
 namespace sketchd {
 namespace {
 
@@ -160,6 +162,28 @@ TEST(Processor, AnEmptyAssignmentEndsTheRestoredPositions) {
   ASSERT_EQ(f.proc.positions().size(), 1u);
   f.proc.assignment_begins();
   EXPECT_TRUE(f.proc.positions().empty());
+}
+
+double incomplete_seconds(const pipeline& p) {
+  return test_support::pipeline_gauge(p, "sketchd_cms_window_incomplete_seconds");
+}
+
+// A partition assigned without a snapshot's position (taken over from another member, or
+// at a start without a snapshot of it) leaves the heavy-hitter window incomplete for a
+// window; one restored from the snapshot does not.
+TEST(Processor, APartitionTakenOverLeavesTheWindowIncomplete) {
+  fixture restored;
+  restored.restore_and_assign(100, 0);
+  (void)restored.process(100, 105);
+  EXPECT_EQ(incomplete_seconds(restored.pipe), 0.0);
+
+  fixture taken_over;
+  taken_over.proc.assignment_begins();
+  taken_over.proc.assigned(kPartition, std::nullopt);
+  (void)taken_over.process(100, 105);
+  // 5 minutes from the batch on, less the little time the test takes.
+  EXPECT_GT(incomplete_seconds(taken_over.pipe), 290.0);
+  EXPECT_LE(incomplete_seconds(taken_over.pipe), 300.0);
 }
 
 }  // namespace

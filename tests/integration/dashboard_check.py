@@ -44,6 +44,7 @@ METRICS = {
     "sketchd_pipeline_extract_failures_total",
     "sketchd_cms_window_items",
     "sketchd_cms_error_bound_items",
+    "sketchd_cms_window_incomplete_seconds",
     "sketchd_cms_size_bytes",
     "sketchd_heavy_hitter_estimated_count",
     "sketchd_heavy_hitter_ratio",

@@ -17,7 +17,10 @@
 #   - B's lag (committed offset to end of partition) reaches 0 on all 8 partitions: every
 #     offset was stored and committed;
 #   - sketchd_kafka_assigned_partitions: A's and B's add up to 8 while both run, B's is 8
-#     once A has stopped.
+#     once A has stopped;
+#   - sketchd_cms_window_incomplete_seconds: once B has taken A's partitions over, B's
+#     heavy-hitter window (5 minutes) is incomplete for 5 minutes from the take-over, not
+#     from B's start (A's counts of those partitions left with A).
 # Prints the duplicates forwarded across the move as a figure.
 #
 # Usage: rebalance_test.sh PATH/TO/sketchd
@@ -60,6 +63,7 @@ pipelines:
     item: { from: json, path: /user/id }
     clock: wall
     dedup: { window: 1h, capacity: 100000, fpr: $fpr, output_topic: unique }
+    heavy_hitters: { window: 5m, top_k: 5, threshold: 0.01 }
 log: { level: info, summary_interval: 0 }
 EOF
 }
@@ -103,6 +107,7 @@ log "A consumed ${metric} events; starting B"
 port_b=$(free_port)
 config b "$port_b"
 port=$port_b
+started_b=$SECONDS
 start_daemon "$work/b.yaml" b
 pid_b=$daemon_pid
 # B takes its share of the partitions (cooperative: A keeps the rest and goes on).
@@ -121,6 +126,7 @@ until [[ $(assigned "$port_a"):$(assigned "$port_b") =~ ^([1-9][0-9]*):([1-9][0-
 done
 log "assigned partitions: A ${BASH_REMATCH[1]}, B ${BASH_REMATCH[2]}"
 
+a_stopping=$SECONDS
 stop_process "$pid_a" 15 || fail "A did not exit within 15 s of SIGTERM"
 [[ $stop_status == 0 ]] || fail "A exited with status $stop_status"
 consumed_a=$(sed -n 's/.*stopped after consuming \([0-9]*\) message(s).*/\1/p' "$work/a.err")
@@ -132,6 +138,14 @@ log "produced"
 
 # B now owns every partition; its lag is 0 on all of them once everything is committed.
 wait_metric 'sketchd_kafka_assigned_partitions' -eq "$partitions" 30
+# B's window, counted from the take-over (after A's stop began), has at least 300 s less the
+# time since then (and a second of rounding) to go; counted from B's start, it would have
+# less by the time between B's start and A's stop.
+incomplete=$(require_value "$work/metrics.txt" 'sketchd_cms_window_incomplete_seconds{pipeline="orders"}')
+since_stop=$((SECONDS - a_stopping))
+log "B's window incomplete for ${incomplete} s more, ${since_stop} s after A's stop began, $((a_stopping - started_b)) s after B's start"
+"$python" -c "import sys; sys.exit(0 if float('$incomplete') >= 300 - $since_stop - 1 else 1)" ||
+  fail "B's heavy-hitter window is incomplete for ${incomplete} s more, ${since_stop} s after A's stop began: expected at least $((300 - since_stop - 1)) s (counted from the take-over)"
 wait_committed "$partitions" 60
 first_seen_b=$(require_value "$work/metrics.txt" 'sketchd_dedup_first_seen_total{pipeline="orders"}')
 wait_metric 'sketchd_dedup_forwarded_total{pipeline="orders"}' -eq "$first_seen_b" 30

@@ -217,6 +217,11 @@ std::vector<sketch::heavy_event> pipeline::end_batch(std::int64_t wall_ms) {
   }
   const bool move = now > 0;  // 0: an event clock that has seen nothing yet
   if (move) advanced_ms_ = std::max(advanced_ms_, now);
+  if (takeover_pending_ && move && (config_.clock == clock_kind::wall || clock_live_)) {
+    takeover_pending_ = false;
+    incomplete_until_ms_ =
+        std::max(incomplete_until_ms_, advanced_ms_ + config_.heavy_hitters->window.count());
+  }
   // The lock is released however this ends (drain_events() allocates): held on, it would
   // block every reader and fail the next begin_batch().
   struct abandon_on_exit {
@@ -240,6 +245,12 @@ std::vector<sketch::heavy_event> pipeline::end_batch(std::int64_t wall_ms) {
   if (dedup_ && move) dedup_->advance(now);
   published_ = local_;
   return events;
+}
+
+void pipeline::partitions_taken_over() {
+  if (!heavy_) return;
+  std::lock_guard lock(mutex_);
+  takeover_pending_ = true;
 }
 
 void pipeline::abandon_batch() noexcept {
@@ -311,6 +322,16 @@ void pipeline::collect(std::vector<metrics::metric_family>& out) const {
     one("sketchd_heavy_hitter_threshold_ratio",
         "Heavy-hitter threshold phi: share of the window's items.", metric_type::gauge,
         h.threshold);
+    const double window_s = static_cast<double>(h.window.count()) / 1000.0;
+    one("sketchd_cms_window_incomplete_seconds",
+        "Time on the pipeline's clock until the heavy-hitter window again holds every item of "
+        "the partitions this instance took over from another member (or started without); 0 "
+        "when whole.",
+        metric_type::gauge,
+        takeover_pending_ ? window_s
+                          : static_cast<double>(std::max<std::int64_t>(
+                                0, incomplete_until_ms_ - std::max(clock_ms_, advanced_ms_))) /
+                                1000.0);
     one("sketchd_cms_size_bytes", "Memory of the rolling Count-Min sketch and its top-k tracker.",
         metric_type::gauge, static_cast<double>(heavy_->size_bytes()));
     // A gauge by nature, exposed as untyped: the contract's name ends in "_count", which

@@ -120,6 +120,13 @@ class pipeline {
   // Both are called on the processing thread, between batches.
   void hold_until_assigned() noexcept { await_assignment_ = true; }
   void input_assigned() noexcept { await_assignment_ = false; }
+  // This instance has been assigned an input partition whose earlier items its heavy-hitter
+  // window has not counted: another member of the group counted them (and may have left
+  // with them), or nobody did (a start without a snapshot of it). Across the group, the
+  // window misses some of its items until a whole window has passed on the pipeline's
+  // clock from the next batch on: sketchd_cms_window_incomplete_seconds says how long.
+  // Processing thread, between batches; does nothing without heavy_hitters.
+  void partitions_taken_over();
 
   // Readers (any thread).
   [[nodiscard]] pipeline_counters counters() const;
@@ -186,6 +193,10 @@ class pipeline {
   bool clock_live_ = false;
   std::int64_t held_since_wall_ms_ = 0;  // wall time of the first batch held still, or 0
   bool await_assignment_ = false;        // see hold_until_assigned()
+  // partitions_taken_over(): pending until a batch moves the clock (an event clock that has
+  // seen nothing has no time yet), then the clock time at which the window is whole again.
+  bool takeover_pending_ = false;
+  std::int64_t incomplete_until_ms_ = 0;
   // The time the windows were last advanced to (end_batch()): with clock_ms_, "now" for the
   // gauges that depend on it.
   std::int64_t advanced_ms_ = 0;
