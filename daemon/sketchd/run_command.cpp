@@ -208,34 +208,14 @@ std::vector<std::unique_ptr<pipeline>> make_pipelines(const config& cfg) {
 
 // Restores the pipelines and their input positions from the snapshot of state.dir, if
 // there is one. A corrupt snapshot, or one made under another configuration, stops the
-// start (returns false) unless state.discard_incompatible_snapshot sets it aside.
+// start (returns false) unless state.discard_incompatible_snapshot sets it aside: the whole
+// snapshot when it cannot be read as one, else only the pipelines that do not fit it (each
+// starts with empty windows; the others, and the input positions, are restored).
 bool restore(const config& cfg, state::store& store,
              std::vector<std::unique_ptr<pipeline>>& pipelines,
              std::vector<state::partition_offset>& positions, std::int64_t& snapshot_ms) {
   auto log = spdlog::default_logger();
   std::optional<state::snapshot> snap;
-  const auto refuse_or_discard = [&](const std::string& problem) {
-    if (!cfg.state.discard_incompatible_snapshot) {
-      log->critical(
-          "{}; not starting. To set this snapshot aside and start with empty windows, set "
-          "state.discard_incompatible_snapshot: true",
-          problem);
-      return false;
-    }
-    log->warn(
-        "{}; setting it aside (state.discard_incompatible_snapshot) and starting with empty "
-        "windows",
-        problem);
-    store.set_aside(problem);
-    // The snapshot and the pipelines restored so far go before the empty ones are made:
-    // all three at once would be about 3 times the sketches, past what the memory check
-    // at start allows for (twice), on the very start that is to recover.
-    snap.reset();
-    pipelines.clear();
-    pipelines = make_pipelines(cfg);
-    positions.clear();
-    return true;
-  };
   // A snapshot that cannot be read at all, or restored for want of memory, is not bad:
   // it is kept whatever discard_incompatible_snapshot says.
   const auto refuse = [&](const std::string& problem) {
@@ -250,21 +230,37 @@ bool restore(const config& cfg, state::store& store,
   } catch (const std::bad_alloc&) {
     return refuse(fmt::format("not enough memory to read the snapshot {}", store.path()));
   } catch (const state::snapshot_error& e) {
-    return refuse_or_discard(fmt::format("cannot use the snapshot: {}", e.what()));
+    const std::string problem = fmt::format("cannot use the snapshot: {}", e.what());
+    if (!cfg.state.discard_incompatible_snapshot) {
+      log->critical(
+          "{}; not starting. To set this snapshot aside and start with empty windows, set "
+          "state.discard_incompatible_snapshot: true",
+          problem);
+      return false;
+    }
+    log->warn(
+        "{}; setting it aside (state.discard_incompatible_snapshot) and starting with empty "
+        "windows",
+        problem);
+    store.set_aside(problem);
+    return true;
   }
   if (!snap) {
     log->info("no snapshot in {}: the windows start empty", cfg.state.dir.value_or(""));
     return true;
   }
   std::set<std::string> restored;
+  std::vector<std::string> unfit;  // "pipeline NAME: what does not fit", one per pipeline
   for (const auto& entry : snap->pipelines) {
     const std::string& name = entry.first;
     const std::string& blob = entry.second;
     auto it = std::find_if(pipelines.begin(), pipelines.end(),
                            [&](const auto& p) { return p->name() == name; });
     if (it == pipelines.end()) {
-      log->warn("snapshot {}: pipeline {} is no longer configured; its state is dropped",
-                store.path(), name);
+      log->warn(
+          "snapshot {}: pipeline {} is no longer configured; its state is dropped (a renamed "
+          "pipeline starts with empty windows: its dedup forwards again the items it had seen)",
+          store.path(), name);
       continue;
     }
     try {
@@ -288,10 +284,28 @@ bool restore(const config& cfg, state::store& store,
       return refuse(fmt::format("not enough memory to restore pipeline {} from the snapshot {}",
                                 name, store.path()));
     } catch (const std::exception& e) {
-      return refuse_or_discard(fmt::format("snapshot {} does not fit pipeline {} as configured: {}",
-                                           store.path(), name, e.what()));
+      // The pipeline is left with empty windows (restore_state() leaves it so).
+      unfit.push_back(fmt::format("pipeline {}: {}", name, e.what()));
+      restored.insert(name);  // what there is to say is said below
+      continue;
     }
     restored.insert(name);
+  }
+  if (!unfit.empty()) {
+    const std::string problem = fmt::format("snapshot {} does not fit the configuration: {}",
+                                            store.path(), fmt::join(unfit, "; "));
+    if (!cfg.state.discard_incompatible_snapshot) {
+      log->critical(
+          "{}; not starting. To start {} with empty windows (the other pipelines keep their "
+          "state), set state.discard_incompatible_snapshot: true",
+          problem, unfit.size() == 1 ? "this pipeline" : "these pipelines");
+      return false;
+    }
+    log->warn(
+        "{}; {} with empty windows (state.discard_incompatible_snapshot), the other pipelines "
+        "and the input positions are restored",
+        problem, unfit.size() == 1 ? "this pipeline starts" : "these pipelines start");
+    store.keep_aside(problem);
   }
   for (const auto& p : pipelines) {
     if (!restored.count(p->name()))
@@ -302,7 +316,7 @@ bool restore(const config& cfg, state::store& store,
   log->info("restored snapshot {} of {} ({} pipeline(s), {} partition position(s))", store.path(),
             fmt::format("{:%Y-%m-%d %H:%M:%S} UTC",
                         fmt::gmtime(static_cast<std::time_t>(snap->created_ms / 1000))),
-            restored.size(), positions.size());
+            restored.size() - unfit.size(), positions.size());
   return true;
 }
 

@@ -3,11 +3,13 @@
 # option sets it aside. A first run writes a snapshot (SIGTERM). Then:
 #   - a bit flipped in the middle of the file: exit 1, the file named, "checksum";
 #   - the file cut short: exit 1, "truncated";
-#   - dedup.capacity and heavy_hitters.window changed in the configuration: exit 1, each
-#     difference spelt "KEY: A in the snapshot, B in the configuration", and the option
-#     that discards the snapshot named;
-#   - the same with state.discard_incompatible_snapshot: true: the daemon starts with
-#     empty windows and the old file is kept beside as sketchd.snapshot.discarded-…;
+#   - dedup.capacity and heavy_hitters.window of pipeline clicks changed in the
+#     configuration, and dedup.capacity of pipeline orders: exit 1, each difference of
+#     each pipeline spelt "KEY: A in the snapshot, B in the configuration" in one message,
+#     and the option that discards them named;
+#   - clicks' changes only, with state.discard_incompatible_snapshot: true: the daemon
+#     starts, clicks with empty windows, orders with its state (k42 seen); the snapshot
+#     stays in place and a copy is kept beside as sketchd.snapshot.discarded-…;
 #   - the intact snapshot and the original configuration: restored;
 #   - the state directory removed while sketchd runs: the next periodic snapshot creates
 #     it again (with a warning) and writes into it;
@@ -23,7 +25,7 @@ itest_init "$@"
 start_mock_kafka events:2
 port=$(free_port)
 
-# write_config FILE CAPACITY WINDOW [DISCARD]
+# write_config FILE CAPACITY WINDOW [DISCARD [ORDERS_CAPACITY]]
 write_config() {
   cat >"$1" <<EOF
 kafka:
@@ -43,6 +45,11 @@ pipelines:
     clock: wall
     heavy_hitters: { window: $3, buckets: 10, epsilon: 0.01, delta: 0.01, top_k: 5, threshold: 0.1 }
     dedup: { window: 1h, capacity: $2, fpr: 0.01 }
+  - name: orders
+    topics: [events]
+    item: { from: key }
+    clock: wall
+    dedup: { window: 1h, capacity: ${5:-1000}, fpr: 0.01 }
 log: { level: info, summary_interval: 0 }
 EOF
 }
@@ -84,17 +91,34 @@ refused "$work/good.yaml" "truncated"
 
 # Another configuration.
 cp "$work/snapshot.good" "$snapshot"
-write_config "$work/other.yaml" 20000 10m
-refused "$work/other.yaml" "dedup.capacity: 10000 in the snapshot, 20000 in the configuration" \
-  "heavy_hitters.window: 5m in the snapshot, 10m in the configuration" "discard_incompatible_snapshot"
+write_config "$work/other.yaml" 20000 10m false 2000
+refused "$work/other.yaml" "pipeline clicks: .*dedup.capacity: 10000 in the snapshot, 20000 in the configuration" \
+  "heavy_hitters.window: 5m in the snapshot, 10m in the configuration" \
+  "pipeline orders: .*dedup.capacity: 1000 in the snapshot, 2000 in the configuration" \
+  "discard_incompatible_snapshot"
 
-# The same, told to discard it.
+# Clicks' changes only, told to discard what does not fit: orders keeps its state.
 write_config "$work/discard.yaml" 20000 10m true
 start_daemon "$work/discard.yaml" discard
-check_log "$work/discard.err" "set aside"
-ls "$work"/state/sketchd.snapshot.discarded-* >/dev/null 2>&1 || fail "the snapshot was not kept aside"
+check_log "$work/discard.err" "pipeline clicks: .*this pipeline starts with empty windows"
+check_log "$work/discard.err" "kept as .*sketchd.snapshot.discarded-"
+ls "$work"/state/sketchd.snapshot.discarded-* >/dev/null 2>&1 || fail "no copy of the snapshot was kept aside"
+[[ -s $snapshot ]] || fail "the snapshot was moved away, though pipeline orders was restored from it"
 scrape
 [[ $(require_value "$work/metrics.txt" 'sketchd_bloom_estimated_items{pipeline="clicks"}') == 0 ]] \
+  || fail "the windows of clicks did not start empty"
+api "api/v1/pipelines/orders/seen?item=k42"
+[[ $(json "$work/api.json" 'd["seen"]') == true ]] || fail "orders lost its state when clicks' was discarded: $(cat "$work/api.json")"
+stop_process "$daemon_pid" 10 || fail "sketchd did not stop"
+rm -f "$work"/state/sketchd.snapshot.discarded-*
+
+# A snapshot that cannot be read as a whole, told to discard it: set aside, all empty.
+head -c $((size / 3)) "$work/snapshot.good" >"$snapshot"
+start_daemon "$work/discard.yaml" discard-whole
+check_log "$work/discard-whole.err" "set aside"
+ls "$work"/state/sketchd.snapshot.discarded-* >/dev/null 2>&1 || fail "the snapshot was not set aside"
+scrape
+[[ $(require_value "$work/metrics.txt" 'sketchd_bloom_estimated_items{pipeline="orders"}') == 0 ]] \
   || fail "the windows did not start empty"
 stop_process "$daemon_pid" 10 || fail "sketchd did not stop"
 

@@ -391,9 +391,8 @@ std::optional<snapshot> store::read() const {
       static_cast<std::uint64_t>(st.st_size), path_);
 }
 
-void store::set_aside(std::string_view why) {
+std::string store::aside_name() const {
   std::error_code ec;
-  if (!std::filesystem::exists(path_, ec)) return;
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
   gmtime_r(&now, &tm);
@@ -404,9 +403,34 @@ void store::set_aside(std::string_view why) {
   for (int i = 1; std::filesystem::exists(target, ec); ++i) {
     target = fmt::format("{}.discarded-{}-{}", path_, stamp, i);
   }
+  return target;
+}
+
+void store::set_aside(std::string_view why) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path_, ec)) return;
+  const std::string target = aside_name();
   std::filesystem::rename(path_, target, ec);
   if (ec) throw snapshot_error(fmt::format("cannot set {} aside: {}", path_, ec.message()));
   logger()->warn("snapshot {} set aside as {}: {}", path_, target, why);
+}
+
+void store::keep_aside(std::string_view why) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path_, ec)) return;
+  const std::string target = aside_name();
+  std::filesystem::create_hard_link(path_, target, ec);
+  if (ec) {
+    ec.clear();
+    std::filesystem::copy_file(path_, target, ec);
+    if (ec) {
+      const std::string reason = ec.message();
+      std::filesystem::remove(target, ec);
+      throw snapshot_error(
+          fmt::format("cannot keep a copy of {} as {}: {}", path_, target, reason));
+    }
+  }
+  logger()->warn("snapshot {} kept as {}: {}", path_, target, why);
 }
 
 }  // namespace sketchd::state

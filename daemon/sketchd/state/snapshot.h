@@ -87,6 +87,11 @@ class store {
   // if that name is taken) beside it, kept for inspection and no longer read; logs why on
   // the "state" logger. Does nothing when there is none.
   void set_aside(std::string_view why);
+  // The same, but the snapshot stays in place too (a second name for the same file, or a
+  // copy where the file system has no hard links): some of its pipelines are still to be
+  // restored from it, and a crash before the next snapshot must find it again. Throws
+  // snapshot_error when neither can be made.
+  void keep_aside(std::string_view why);
 
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
 
@@ -96,6 +101,8 @@ class store {
   // Makes sure the lock held is on the lock file of the directory as it is now: one
   // removed with its directory (rm -rf of state.dir) no longer keeps another sketchd out.
   void keep_lock();
+  // DIR/sketchd.snapshot.discarded-YYYYmmddTHHMMSSZ[-N]: a name no file has yet.
+  [[nodiscard]] std::string aside_name() const;
 
   std::string dir_;
   std::string path_;
