@@ -787,6 +787,9 @@ TEST(ConfigErrors, CrossFieldRulesAreChecked) {
   EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1, output_topic: o, duplicates_topic: o }\n"),
               ElementsAre("test.yaml:7:62: pipelines[0].dedup.duplicates_topic: must differ from "
                           "output_topic"));
+  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1, output_topic: __consumer_offsets }\n"),
+              ElementsAre("test.yaml:7:41: pipelines[0].dedup.output_topic: __consumer_offsets is "
+                          "one of Kafka's internal topics: sketchd does not write to it"));
   EXPECT_THAT(errors_of(load(std::string("kafka: { brokers: b, embedded: {} }\n") +
                              std::string(kMinimal.substr(kMinimal.find("pipelines"))))),
               ElementsAre("test.yaml:1:22: kafka: give either brokers or embedded, not both"));
@@ -898,6 +901,41 @@ TEST(ConfigErrors, SecretValuesNeverAppearInMessages) {
 
 // librdkafka reads a boolean as true from true, t or 1 in any case: so does the check that
 // enable.auto.commit stays true, from librdkafka's own reading of the value.
+// Values librdkafka accepts that would turn off the background commits, the statistics
+// behind the lag and broker metrics (and their alerts), or consumption of a partition
+// without a committed offset — each as librdkafka reads the value.
+TEST(ConfigErrors, PropertiesThatWouldQuietlyUndoWhatSketchdReliesOnAreRejected) {
+  const auto errors = [](std::string_view properties) {
+    return errors_of(
+        load("kafka:\n"
+             "  brokers: b\n"
+             "  properties: { " +
+             std::string(properties) + " }\n" +
+             std::string(kMinimal.substr(kMinimal.find("pipelines")))));
+  };
+  EXPECT_THAT(
+      errors("auto.commit.interval.ms: 0, statistics.interval.ms: \"0\", "
+             "auto.offset.reset: ERROR"),
+      ElementsAre("test.yaml:3:42: kafka.properties[\"auto.commit.interval.ms\"]: must be above "
+                  "0: 0 turns off the background commits of the offsets sketchd has stored (a "
+                  "restart would read everything since the start again)",
+                  "test.yaml:3:69: kafka.properties[\"statistics.interval.ms\"]: must be above 0: "
+                  "librdkafka's statistics feed sketchd_kafka_consumer_lag_messages and "
+                  "sketchd_kafka_brokers_up, and with them the alerts SketchdKafkaUnreachable and "
+                  "SketchdConsumerLagGrowing",
+                  "test.yaml:3:93: kafka.properties[\"auto.offset.reset\"]: error is not "
+                  "supported: a partition without a committed offset would stop being consumed, "
+                  "with nothing to show it; use earliest (sketchd's default) or latest"));
+  // Java's spelling of "error" is named with librdkafka's choices (not a secret: shown).
+  EXPECT_THAT(errors("auto.offset.reset: none"),
+              ElementsAre("test.yaml:3:36: kafka.properties[\"auto.offset.reset\"]: invalid "
+                          "value \"none\": librdkafka takes earliest (smallest, beginning) or "
+                          "latest (largest, end)"));
+  EXPECT_THAT(errors("auto.commit.interval.ms: 1000, statistics.interval.ms: 60000, "
+                     "auto.offset.reset: latest"),
+              IsEmpty());
+}
+
 TEST(ConfigErrors, EnableAutoCommitIsJudgedAsLibrdkafkaReadsIt) {
   const auto auto_commit_errors = [](std::string_view value) {
     return errors_of(

@@ -638,6 +638,13 @@ void read_optional_topic(checker& c, const mapping& m, std::string_view key,
                          std::optional<std::string>& out) {
   if (const auto f = m.get(key)) {
     if (auto value = c.topic(*f, /*empty_ok=*/true); value && !value->empty()) {
+      // Kafka's own topics: the group offsets and the transactions' state.
+      if (*value == "__consumer_offsets" || *value == "__transaction_state") {
+        c.error(*f,
+                fmt::format("{} is one of Kafka's internal topics: sketchd does not write to it",
+                            *value));
+        return;
+      }
       out = std::move(value);
     }
   }
@@ -1029,7 +1036,13 @@ kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
                                                     value_field.path, rd_kafka_version_str()));
           continue;
         case RD_KAFKA_CONF_INVALID:
-          c.error(value_field, kafka::redact(errstr.data(), {*value}));
+          // Java's "none" is librdkafka's "error", which sketchd refuses (below).
+          c.error(value_field, key == "auto.offset.reset"
+                                   ? fmt::format("invalid value \"{}\": librdkafka takes "
+                                                 "earliest (smallest, beginning) or latest "
+                                                 "(largest, end)",
+                                                 *value)
+                                   : kafka::redact(errstr.data(), {*value}));
           continue;
       }
       // Without it, offsets are committed only at a rebalance and at exit: a crash would
@@ -1046,6 +1059,36 @@ kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
                   "(every auto.commit.interval.ms)");
           continue;
         }
+      }
+      // Settings librdkafka accepts that would quietly undo what sketchd relies on, judged
+      // by librdkafka's own reading of the value.
+      std::array<char, 64> setting{};
+      std::size_t setting_size = setting.size();
+      const std::string_view read_back =
+          rd_kafka_conf_get(scratch.get(), key.c_str(), setting.data(), &setting_size) ==
+                  RD_KAFKA_CONF_OK
+              ? std::string_view(setting.data())
+              : std::string_view();
+      std::string_view refused;
+      if (key == "auto.commit.interval.ms" && read_back == "0") {
+        refused =
+            "must be above 0: 0 turns off the background commits of the offsets sketchd has "
+            "stored (a restart would read everything since the start again)";
+      }
+      if (key == "statistics.interval.ms" && read_back == "0") {
+        refused =
+            "must be above 0: librdkafka's statistics feed sketchd_kafka_consumer_lag_messages "
+            "and sketchd_kafka_brokers_up, and with them the alerts SketchdKafkaUnreachable and "
+            "SketchdConsumerLagGrowing";
+      }
+      if (key == "auto.offset.reset" && read_back == "error") {
+        refused =
+            "error is not supported: a partition without a committed offset would stop being "
+            "consumed, with nothing to show it; use earliest (sketchd's default) or latest";
+      }
+      if (!refused.empty()) {
+        c.error(value_field, std::string(refused));
+        continue;
       }
       where.entries.emplace(key, value_field);
       k.properties.emplace(key, std::move(*value));
