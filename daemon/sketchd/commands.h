@@ -10,7 +10,10 @@ namespace sketchd {
 
 // `sketchd check-config FILE`: prints every problem of the configuration as
 // "FILE:LINE:COL: message" on stderr and returns 1, or prints "FILE: ok (N pipelines)"
-// on stdout and returns 0.
+// on stdout and returns 0. A valid configuration with a state.dir is also checked against
+// the snapshot there, as `run` would restore it: what would stop the start is a problem
+// ("FILE: message"), what discard_incompatible_snapshot would discard, or a snapshot that
+// cannot be read by this user, a note ("FILE: note: …") on stderr.
 [[nodiscard]] int check_config_command(const std::string& path);
 
 // `sketchd [run] --config FILE`: runs the daemon until SIGTERM, SIGINT or SIGHUP. Returns 0 after

@@ -154,6 +154,14 @@ double rolling_bloom::generation_fpr(const rolling_bloom_options& o) noexcept {
   return -std::expm1(std::log1p(-o.fpr) / static_cast<double>(o.generations));
 }
 
+std::int64_t rolling_bloom::slice_ms(const rolling_bloom_options& options) {
+  return slice_of(checked(options));
+}
+
+std::uint64_t rolling_bloom::generation_bits(const rolling_bloom_options& options) {
+  return sketch::generation_bits(options);
+}
+
 rolling_bloom::rolling_bloom(const rolling_bloom_options& options, simd_path path)
     : options_(checked(options)),
       slice_ms_(slice_of(options_)),

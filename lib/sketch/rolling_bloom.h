@@ -193,6 +193,10 @@ class rolling_bloom {
   [[nodiscard]] static std::uint64_t generation_capacity(
       const rolling_bloom_options& options) noexcept;
   [[nodiscard]] static double generation_fpr(const rolling_bloom_options& options) noexcept;
+  // And S and the bits of one generation (generation(g).bits()), from options alone. Throw
+  // std::invalid_argument, as the constructor does, for options out of range.
+  [[nodiscard]] static std::int64_t slice_ms(const rolling_bloom_options& options);
+  [[nodiscard]] static std::uint64_t generation_bits(const rolling_bloom_options& options);
 
   // The whole state (options, every generation with its start time and count, the ring
   // position, the rotation counters) as one record of the library's binary format

@@ -88,7 +88,7 @@ rolling_count_min::rolling_count_min(const rolling_count_min_options& options)
       depth_(count_min_sketch::suggest_depth(options.delta)),
       cells_(std::size_t{width_} * depth_, cell{0, 0}),
       tracker_(options.top_k, options.threshold, 0, options.seed),
-      slice_ms_(options.window_ms / options.buckets) {
+      slice_ms_(slice_ms(options)) {
   past_.reserve(options.buckets - 1);
   for (std::uint32_t i = 0; i + 1 < options.buckets; ++i) {
     past_.emplace_back(width_, depth_, options.seed, options.conservative);

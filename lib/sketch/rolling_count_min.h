@@ -111,6 +111,10 @@ class rolling_count_min {
   [[nodiscard]] const rolling_count_min_options& options() const noexcept { return options_; }
   // Length of a slice, ⌊window_ms / buckets⌋.
   [[nodiscard]] std::int64_t slice_ms() const noexcept { return slice_ms_; }
+  // The same from options alone (buckets ≥ 1), for describing a window without building it.
+  [[nodiscard]] static std::int64_t slice_ms(const rolling_count_min_options& options) noexcept {
+    return options.window_ms / options.buckets;
+  }
 
   // Re-estimates the top-k candidates against the window (see top_k_tracker::refresh); call
   // it once per batch and before top().

@@ -114,6 +114,32 @@ TEST(SnapshotStore, WritesReadsAndReplaces) {
   EXPECT_FALSE(fs::exists(store.path() + ".tmp"));
 }
 
+// The file read without a store, keeping only the start of each state (check-config): the
+// prefixes, and a corruption past them still found by the checksum.
+TEST(SnapshotStore, TheFileCanBeReadForTheStartsOfItsStates) {
+  temp_dir dir;
+  state::store store(dir.path());
+  (void)store.write(sample());
+  const auto heads = state::read_snapshot_file(store.path(), 5);
+  ASSERT_TRUE(heads.has_value());
+  EXPECT_EQ(heads->offsets, sample().offsets);
+  ASSERT_EQ(heads->pipelines.size(), 2u);
+  EXPECT_EQ(heads->pipelines[0], std::make_pair(std::string("clicks"), std::string("state")));
+  EXPECT_EQ(heads->pipelines[1], std::make_pair(std::string("empty"), std::string()));
+  EXPECT_EQ(state::read_snapshot_file(dir.path() + "/none"), std::nullopt);
+  {
+    std::fstream f(store.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(store.path()) - 32));  // in "zeros"
+    f.put('Z');
+  }
+  try {
+    (void)state::read_snapshot_file(store.path(), 5);
+    FAIL() << "a corrupt snapshot was read";
+  } catch (const state::snapshot_error& e) {
+    EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
+  }
+}
+
 TEST(SnapshotStore, LeftoverTemporaryFileIsIgnored) {
   temp_dir dir;
   state::store store(dir.path());
@@ -445,6 +471,34 @@ TEST(PipelineState, StoreRoundTripOfSeveralPipelines) {
   EXPECT_EQ(clicks2.topk_json(), clicks.topk_json());
   EXPECT_EQ(events2.seen_json("v42"), events.seen_json("v42"));
   EXPECT_EQ(events2.estimate_json("v42"), std::nullopt);  // no heavy_hitters section
+}
+
+// The parameters of a configuration, described without building its structures, are those
+// the built pipeline records in its states (a snapshot made before describe_parameters()
+// was static still fits), with the derived sizes of the structures as built.
+TEST(PipelineState, ParametersAreDescribedWithoutBuildingTheStructures) {
+  for (const pipeline_config& c : {clicks_config(), events_config()}) {
+    const pipeline built(c);
+    EXPECT_EQ(pipeline::describe_parameters(c), built.parameters()) << c.name;
+    EXPECT_EQ(
+        pipeline::state_mismatch(c.name, pipeline::describe_parameters(c), built.save_state()),
+        std::nullopt);
+  }
+  const pipeline_config c = clicks_config();
+  const std::string text = pipeline::describe_parameters(c);
+  sketch::rolling_bloom_options o;
+  o.window_ms = c.dedup->window.count();
+  o.capacity = c.dedup->capacity;
+  o.fpr = c.dedup->fpr;
+  o.generations = c.dedup->generations;
+  const sketch::rolling_bloom filter(o);
+  EXPECT_NE(
+      text.find(fmt::format("dedup.generation_bits (derived): {}\n", filter.generation(0).bits())),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find(fmt::format("dedup.slice_ms (derived): {}\n", filter.slice_ms())),
+            std::string::npos)
+      << text;
 }
 
 TEST(PipelineState, OtherItemOrClockIsAMismatch) {

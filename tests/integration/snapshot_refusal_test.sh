@@ -7,6 +7,8 @@
 #     configuration, and dedup.capacity of pipeline orders: exit 1, each difference of
 #     each pipeline spelt "KEY: A in the snapshot, B in the configuration" in one message,
 #     and the option that discards them named;
+#   - `check-config` on those configurations says the same before a start: exit 1 naming
+#     both pipelines' differences, or, with the option, exit 0 and a note per pipeline;
 #   - clicks' changes only, with state.discard_incompatible_snapshot: true: the daemon
 #     starts, clicks with empty windows, orders with its state (k42 seen); the snapshot
 #     stays in place and a copy is kept beside as sketchd.snapshot.discarded-…;
@@ -97,8 +99,22 @@ refused "$work/other.yaml" "pipeline clicks: .*dedup.capacity: 10000 in the snap
   "pipeline orders: .*dedup.capacity: 1000 in the snapshot, 2000 in the configuration" \
   "discard_incompatible_snapshot"
 
-# Clicks' changes only, told to discard what does not fit: orders keeps its state.
+# check-config reads the snapshot as `run` would restore it.
+status=0
+"$sketchd" check-config "$work/other.yaml" >"$work/check.out" 2>"$work/check.err" || status=$?
+[[ $status == 1 ]] || fail "check-config exited with $status on a configuration the snapshot does not fit, not 1"
+check_log "$work/check.err" "pipelines\[0\] \(clicks\): does not fit the snapshot .*heavy_hitters.window: 5m in the snapshot, 10m in the configuration"
+check_log "$work/check.err" "pipelines\[1\] \(orders\): does not fit the snapshot .*dedup.capacity: 1000 in the snapshot, 2000 in the configuration"
 write_config "$work/discard.yaml" 20000 10m true
+"$sketchd" check-config "$work/discard.yaml" >"$work/check.out" 2>"$work/check.err" ||
+  fail "check-config refused a configuration whose mismatch discard_incompatible_snapshot accepts: $(cat "$work/check.err")"
+check_log "$work/check.err" "note: pipelines\[0\] \(clicks\): .*it will start with empty windows"
+check_log "$work/check.out" "ok \(2 pipelines\)"
+"$sketchd" check-config "$work/good.yaml" 2>"$work/check.err" >/dev/null || fail "check-config refused the snapshot's own configuration"
+[[ ! -s $work/check.err ]] || fail "check-config complained about the snapshot's own configuration: $(cat "$work/check.err")"
+log "check-config: the snapshot's mismatches named before a start"
+
+# Clicks' changes only, told to discard what does not fit: orders keeps its state.
 start_daemon "$work/discard.yaml" discard
 check_log "$work/discard.err" "pipeline clicks: .*this pipeline starts with empty windows"
 check_log "$work/discard.err" "kept as .*sketchd.snapshot.discarded-"

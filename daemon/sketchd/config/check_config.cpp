@@ -2,17 +2,97 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <new>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "sketchd/commands.h"
 #include "sketchd/config/config.h"
+#include "sketchd/pipeline/pipeline.h"
+#include "sketchd/state/snapshot.h"
 #include "sketchd/util/logging.h"
 
 namespace sketchd {
+namespace {
+
+// Of each pipeline's state, the start that holds its parameters (a few hundred bytes).
+constexpr std::uint64_t kParametersBytes = 1 << 20;
+
+// What `run` would find in the snapshot of state.dir with this configuration: problems
+// that would stop the start, and notes (what discard_incompatible_snapshot would discard,
+// a snapshot this user cannot read). Reads the file whole, for its checksum, but keeps only
+// the parameters of each pipeline's state; takes no lock, so the daemon may be running.
+void check_snapshot(const config& cfg, std::vector<std::string>& problems,
+                    std::vector<std::string>& notes) {
+  if (!cfg.state.dir || cfg.state.dir->empty()) return;
+  const std::string file = fmt::format("{}/{}", *cfg.state.dir, state::store::kFileName);
+  const bool discard = cfg.state.discard_incompatible_snapshot;
+  std::optional<state::snapshot> snap;
+  try {
+    snap = state::read_snapshot_file(file, kParametersBytes);
+  } catch (const state::unreadable_error& e) {
+    notes.push_back(
+        fmt::format("note: the snapshot was not checked against this configuration: {}", e.what()));
+    return;
+  } catch (const std::bad_alloc&) {
+    notes.push_back(fmt::format(
+        "note: the snapshot {} was not checked against this configuration: not enough memory",
+        file));
+    return;
+  } catch (const state::snapshot_error& e) {
+    if (discard) {
+      notes.push_back(fmt::format(
+          "note: cannot use the snapshot ({}): sketchd will set it aside and start every "
+          "pipeline with empty windows (state.discard_incompatible_snapshot)",
+          e.what()));
+    } else {
+      problems.push_back(fmt::format(
+          "cannot use the snapshot ({}): sketchd would not start (state.discard_incompatible_"
+          "snapshot: true sets it aside and starts every pipeline with empty windows)",
+          e.what()));
+    }
+    return;
+  }
+  if (!snap) return;
+  for (const auto& [name, state] : snap->pipelines) {
+    std::size_t i = 0;
+    while (i < cfg.pipelines.size() && cfg.pipelines[i].name != name) ++i;
+    if (i == cfg.pipelines.size()) continue;  // dropped at start, with a warning
+    std::optional<std::string> mismatch;
+    try {
+      mismatch =
+          pipeline::state_mismatch(name, pipeline::describe_parameters(cfg.pipelines[i]), state);
+    } catch (const std::exception& e) {
+      mismatch = e.what();
+    }
+    if (!mismatch) continue;
+    if (discard) {
+      notes.push_back(fmt::format(
+          "note: pipelines[{}] ({}): does not fit the snapshot {}, {}: it will start with empty "
+          "windows (state.discard_incompatible_snapshot)",
+          i, name, file, *mismatch));
+    } else {
+      problems.push_back(fmt::format(
+          "pipelines[{}] ({}): does not fit the snapshot {}, {}: sketchd would not start "
+          "(state.discard_incompatible_snapshot: true starts this pipeline with empty windows)",
+          i, name, file, *mismatch));
+    }
+  }
+}
+
+}  // namespace
 
 int check_config_command(const std::string& path) {
   const load_result result = load_config_file(path);
   for (const config_error& e : result.errors) print_stderr(e.to_string() + "\n");
   if (!result.value) return 1;
+  std::vector<std::string> problems;
+  std::vector<std::string> notes;
+  check_snapshot(*result.value, problems, notes);
+  for (const std::string& p : problems) print_stderr(fmt::format("{}: {}\n", path, p));
+  for (const std::string& n : notes) print_stderr(fmt::format("{}: {}\n", path, n));
+  if (!problems.empty()) return 1;
   const std::size_t n = result.value->pipelines.size();
   fmt::print("{}: ok ({} pipeline{})\n", path, n, n == 1 ? "" : "s");
   return 0;

@@ -25,6 +25,30 @@ extractor_options extractor_options_of(const pipeline_config& c) {
   return o;
 }
 
+sketch::rolling_count_min_options count_min_options_of(const heavy_hitters_config& h,
+                                                       std::uint64_t seed) {
+  sketch::rolling_count_min_options o;
+  o.window_ms = h.window.count();
+  o.buckets = h.buckets;
+  o.epsilon = h.epsilon;
+  o.delta = h.delta;
+  o.top_k = h.top_k;
+  o.threshold = h.threshold;
+  o.conservative = h.conservative;
+  o.seed = seed;
+  return o;
+}
+
+sketch::rolling_bloom_options bloom_options_of(const dedup_config& d, std::uint64_t seed) {
+  sketch::rolling_bloom_options o;
+  o.window_ms = d.window.count();
+  o.capacity = d.capacity;
+  o.fpr = d.fpr;
+  o.generations = d.generations;
+  o.seed = seed;
+  return o;
+}
+
 // `"item":…` of an API answer. JSON strings hold text, so an item that is not valid UTF-8
 // is shown with U+FFFD for its invalid bytes, and its exact bytes follow in base64
 // (`"item_base64"`): two binary items that show alike stay apart, and a script can send
@@ -42,28 +66,9 @@ void append_item(std::string& o, std::string_view item) {
 
 pipeline::pipeline(const pipeline_config& config, std::uint64_t seed)
     : config_(config), seed_(seed), extractor_(extractor_options_of(config)) {
-  if (const auto& h = config_.heavy_hitters) {
-    sketch::rolling_count_min_options o;
-    o.window_ms = h->window.count();
-    o.buckets = h->buckets;
-    o.epsilon = h->epsilon;
-    o.delta = h->delta;
-    o.top_k = h->top_k;
-    o.threshold = h->threshold;
-    o.conservative = h->conservative;
-    o.seed = seed_;
-    heavy_.emplace(o);
-  }
-  if (const auto& d = config_.dedup) {
-    sketch::rolling_bloom_options o;
-    o.window_ms = d->window.count();
-    o.capacity = d->capacity;
-    o.fpr = d->fpr;
-    o.generations = d->generations;
-    o.seed = seed_;
-    dedup_.emplace(o);
-  }
-  parameters_ = describe_parameters();
+  if (const auto& h = config_.heavy_hitters) heavy_.emplace(count_min_options_of(*h, seed_));
+  if (const auto& d = config_.dedup) dedup_.emplace(bloom_options_of(*d, seed_));
+  parameters_ = describe_parameters(config_, seed_);
   group_.resize(extractor::kBatchMessages);
   group_results_.resize(extractor::kBatchMessages);
   group_hashes_.resize(extractor::kBatchMessages);
@@ -547,17 +552,17 @@ std::optional<std::string> pipeline::seen_json(std::string_view item) const {
 // another configuration (or by a library that sizes the structures differently: the
 // derived sizes are part of the text) is refused with every difference named.
 
-std::string pipeline::describe_parameters() const {
+std::string pipeline::describe_parameters(const pipeline_config& config, std::uint64_t seed) {
   std::string out;
   const auto line = [&](std::string_view key, const auto& value) {
     out += fmt::format("{}: {}\n", key, value);
   };
-  line("item.from", to_string(config_.item.from));
-  if (config_.item.from == item_source::json) line("item.path", config_.item.path);
-  if (config_.item.from == item_source::header) line("item.name", config_.item.header);
-  line("clock", to_string(config_.clock));
-  line("seed", seed_);
-  if (const auto& h = config_.heavy_hitters) {
+  line("item.from", to_string(config.item.from));
+  if (config.item.from == item_source::json) line("item.path", config.item.path);
+  if (config.item.from == item_source::header) line("item.name", config.item.header);
+  line("clock", to_string(config.clock));
+  line("seed", seed);
+  if (const auto& h = config.heavy_hitters) {
     line("heavy_hitters.window", format_duration(h->window));
     line("heavy_hitters.buckets", h->buckets);
     line("heavy_hitters.epsilon", h->epsilon);
@@ -567,19 +572,21 @@ std::string pipeline::describe_parameters() const {
     line("heavy_hitters.conservative", h->conservative);
     line("heavy_hitters.width (derived)", sketch::count_min_sketch::suggest_width(h->epsilon));
     line("heavy_hitters.depth (derived)", sketch::count_min_sketch::suggest_depth(h->delta));
-    line("heavy_hitters.slice_ms (derived)", heavy_->slice_ms());
+    line("heavy_hitters.slice_ms (derived)",
+         sketch::rolling_count_min::slice_ms(count_min_options_of(*h, seed)));
   } else {
     line("heavy_hitters", "none");
   }
-  if (const auto& d = config_.dedup) {
+  if (const auto& d = config.dedup) {
     line("dedup.window", format_duration(d->window));
     line("dedup.capacity", d->capacity);
     line("dedup.fpr", d->fpr);
     line("dedup.generations", d->generations);
-    line("dedup.generation_capacity (derived)", dedup_->generation_capacity());
-    line("dedup.generation_fpr (derived)", dedup_->generation_fpr());
-    line("dedup.generation_bits (derived)", dedup_->generation(0).bits());
-    line("dedup.slice_ms (derived)", dedup_->slice_ms());
+    const sketch::rolling_bloom_options o = bloom_options_of(*d, seed);
+    line("dedup.generation_capacity (derived)", sketch::rolling_bloom::generation_capacity(o));
+    line("dedup.generation_fpr (derived)", sketch::rolling_bloom::generation_fpr(o));
+    line("dedup.generation_bits (derived)", sketch::rolling_bloom::generation_bits(o));
+    line("dedup.slice_ms (derived)", sketch::rolling_bloom::slice_ms(o));
   } else {
     line("dedup", "none");
   }
@@ -642,56 +649,63 @@ bool same_options(const sketch::rolling_bloom_options& a, const sketch::rolling_
 
 }  // namespace
 
-void pipeline::restore_state(std::string_view saved) {
-  state::binary_reader r(saved, fmt::format("state of pipeline {}", config_.name));
+std::optional<std::string> pipeline::state_mismatch(const std::string& name,
+                                                    const std::string& ours,
+                                                    std::string_view saved) {
+  state::binary_reader r(saved, fmt::format("state of pipeline {}", name));
   const std::string theirs(r.bytes());
-  const std::string& ours = parameters_;
-  if (theirs != ours) {
-    const auto a = parameter_lines(theirs);
-    const auto b = parameter_lines(ours);
-    std::vector<std::string> differences;
-    const auto value_in = [](const auto& lines, const std::string& key) -> std::string {
-      for (const auto& [k, v] : lines) {
-        if (k == key) return v;
-      }
-      return "(not set)";
-    };
-    std::vector<std::string> keys;
-    for (const auto& [k, v] : a) keys.push_back(k);
-    for (const auto& [k, v] : b) {
-      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  if (theirs == ours) return std::nullopt;
+  const auto a = parameter_lines(theirs);
+  const auto b = parameter_lines(ours);
+  std::vector<std::string> differences;
+  const auto value_in = [](const auto& lines, const std::string& key) -> std::string {
+    for (const auto& [k, v] : lines) {
+      if (k == key) return v;
     }
-    // The derived sizes follow from the settings: they are listed only when no setting
-    // differs (then the sizing itself changed, e.g. with another version of the library).
-    std::vector<std::string> derived;
-    // A section on one side only is one difference, not one per key of it.
-    std::vector<std::string> one_sided;
-    for (const std::string section : {"heavy_hitters", "dedup"}) {
-      const bool in_theirs = value_in(a, section) != "none";
-      const bool in_ours = value_in(b, section) != "none";
-      if (in_theirs == in_ours) continue;
-      one_sided.push_back(section);
-      differences.push_back(fmt::format("{}: {} in the snapshot, {} in the configuration", section,
-                                        in_theirs ? "present" : "absent",
-                                        in_ours ? "present" : "absent"));
-    }
-    for (const auto& k : keys) {
-      const std::string x = value_in(a, k);
-      const std::string y = value_in(b, k);
-      if (x == y) continue;
-      if (std::any_of(one_sided.begin(), one_sided.end(), [&k](const std::string& section) {
-            return k == section || k.starts_with(section + ".");
-          })) {
-        continue;
-      }
-      (k.ends_with(" (derived)") ? derived : differences)
-          .push_back(fmt::format("{}: {} in the snapshot, {} in the configuration", k, x, y));
-    }
-    if (differences.empty()) differences = std::move(derived);
-    if (differences.empty()) r.fail("corrupt: unreadable parameters");
-    throw state::mismatch_error(
-        fmt::format("made under other parameters ({})", fmt::join(differences, "; ")));
+    return "(not set)";
+  };
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : a) keys.push_back(k);
+  for (const auto& [k, v] : b) {
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
   }
+  // The derived sizes follow from the settings: they are listed only when no setting
+  // differs (then the sizing itself changed, e.g. with another version of the library).
+  std::vector<std::string> derived;
+  // A section on one side only is one difference, not one per key of it.
+  std::vector<std::string> one_sided;
+  for (const std::string section : {"heavy_hitters", "dedup"}) {
+    const bool in_theirs = value_in(a, section) != "none";
+    const bool in_ours = value_in(b, section) != "none";
+    if (in_theirs == in_ours) continue;
+    one_sided.push_back(section);
+    differences.push_back(fmt::format("{}: {} in the snapshot, {} in the configuration", section,
+                                      in_theirs ? "present" : "absent",
+                                      in_ours ? "present" : "absent"));
+  }
+  for (const auto& k : keys) {
+    const std::string x = value_in(a, k);
+    const std::string y = value_in(b, k);
+    if (x == y) continue;
+    if (std::any_of(one_sided.begin(), one_sided.end(), [&k](const std::string& section) {
+          return k == section || k.starts_with(section + ".");
+        })) {
+      continue;
+    }
+    (k.ends_with(" (derived)") ? derived : differences)
+        .push_back(fmt::format("{}: {} in the snapshot, {} in the configuration", k, x, y));
+  }
+  if (differences.empty()) differences = std::move(derived);
+  if (differences.empty()) r.fail("corrupt: unreadable parameters");
+  return fmt::format("made under other parameters ({})", fmt::join(differences, "; "));
+}
+
+void pipeline::restore_state(std::string_view saved) {
+  if (auto mismatch = state_mismatch(config_.name, parameters_, saved)) {
+    throw state::mismatch_error(*mismatch);
+  }
+  state::binary_reader r(saved, fmt::format("state of pipeline {}", config_.name));
+  (void)r.bytes();  // the parameters, as ours
   // The current structures are released before the state's are built, so that the two
   // are never held together (they can take most of the memory); should the state turn out
   // corrupt, empty ones take their place.

@@ -148,12 +148,24 @@ class pipeline {
   // never held together). Both take the lock; call them between batches.
   [[nodiscard]] std::string save_state() const;
   void restore_state(std::string_view state);
+  // Whether a state of pipeline `name` (save_state(), or its first bytes: only the
+  // parameters at its start are read) was made under the parameters `ours`
+  // (parameters(), or describe_parameters() of a configuration): nullopt when it was, else
+  // what differs, as restore_state() says it ("made under other parameters (KEY: A in the
+  // snapshot, B in the configuration; …)"). Throws state::snapshot_error when the
+  // parameters cannot be read.
+  [[nodiscard]] static std::optional<std::string> state_mismatch(const std::string& name,
+                                                                 const std::string& ours,
+                                                                 std::string_view state);
   // The pipeline's clock: the newest time its windows have seen (ms since the epoch).
   [[nodiscard]] std::int64_t clock_ms() const;
   // The parameters that give the structures their shape and meaning, one "key: value"
   // per line: the item, the clock, the hash seed, every heavy_hitters and dedup setting,
   // and the sizes derived from them. Fixed at construction.
   [[nodiscard]] const std::string& parameters() const noexcept { return parameters_; }
+  // The parameters() of a pipeline of this configuration and seed, without building it.
+  [[nodiscard]] static std::string describe_parameters(const pipeline_config& config,
+                                                       std::uint64_t seed = sketch::kDefaultSeed);
 
  private:
   // Feeds an extracted item (or counts its failure).
@@ -164,7 +176,6 @@ class pipeline {
                   std::span<verdict> out) noexcept;
   std::int64_t clock_of(std::int64_t event_ms, std::int64_t wall_ms) noexcept;
   std::string describe_json_locked() const;
-  std::string describe_parameters() const;
 
   pipeline_config config_;
   std::uint64_t seed_;

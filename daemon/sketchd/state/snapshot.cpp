@@ -147,9 +147,11 @@ class unique_fd {
 // checked first; the payload is then read field by field straight into the snapshot (every
 // length checked against what the header announced, itself checked against the size, so a
 // corrupt length cannot make it allocate more than the file holds) while the checksum is
-// computed, and compared at the end.
+// computed, and compared at the end. `keep`: of each pipeline's state, the first `keep`
+// bytes are kept, the rest read (for the checksum) and dropped.
 template <class Get>
-snapshot parse(Get&& get, std::uint64_t size, const std::string& name) {
+snapshot parse(Get&& get, std::uint64_t size, const std::string& name,
+               std::uint64_t keep = UINT64_MAX) {
   const auto fail = [&name](std::string_view why) {
     throw snapshot_error(fmt::format("{}: {}", name, why));
   };
@@ -187,11 +189,19 @@ snapshot parse(Get&& get, std::uint64_t size, const std::string& name) {
     take(reinterpret_cast<char*>(&v), sizeof v);
     return v;
   };
-  const auto bytes = [&] {
+  const auto bytes = [&](std::uint64_t limit) {
     const auto n = pod(std::uint64_t{});
     if (n > left) fail("corrupt: a field is longer than the data left");
-    std::string out(static_cast<std::size_t>(n), '\0');
-    take(out.data(), n);
+    std::string out(static_cast<std::size_t>(std::min(n, limit)), '\0');
+    take(out.data(), out.size());
+    if (n > out.size()) {
+      std::vector<char> scratch(64 * 1024);
+      for (std::uint64_t rest = n - out.size(); rest > 0;) {
+        const std::uint64_t piece = std::min<std::uint64_t>(rest, scratch.size());
+        take(scratch.data(), piece);
+        rest -= piece;
+      }
+    }
     return out;
   };
   snapshot s;
@@ -199,7 +209,7 @@ snapshot parse(Get&& get, std::uint64_t size, const std::string& name) {
   const auto offsets = pod(std::uint32_t{});
   for (std::uint32_t i = 0; i < offsets; ++i) {
     partition_offset o;
-    o.topic = bytes();
+    o.topic = bytes(UINT64_MAX);
     o.partition = pod(std::int32_t{});
     o.next_offset = pod(std::int64_t{});
     if (o.partition < 0 || o.next_offset < 0) fail("corrupt: a negative partition or offset");
@@ -207,8 +217,8 @@ snapshot parse(Get&& get, std::uint64_t size, const std::string& name) {
   }
   const auto pipelines = pod(std::uint32_t{});
   for (std::uint32_t i = 0; i < pipelines; ++i) {
-    std::string pipeline_name = bytes();
-    std::string state = bytes();
+    std::string pipeline_name = bytes(UINT64_MAX);
+    std::string state = bytes(keep);
     s.pipelines.emplace_back(std::move(pipeline_name), std::move(state));
   }
   if (left != 0) fail("corrupt: unexpected data after the end");
@@ -361,20 +371,21 @@ store::write_result store::write(const snapshot& s) {
   return {bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
 }
 
-std::optional<snapshot> store::read() const {
+std::optional<snapshot> store::read() const { return read_snapshot_file(path_); }
+
+std::optional<snapshot> read_snapshot_file(const std::string& path, std::uint64_t keep) {
   // O_NONBLOCK: opening a FIFO put there by mistake must not wait for a writer forever
   // (before the signal handlers and the HTTP server are up). It does not change how a
   // regular file reads.
-  const unique_fd fd(::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  const unique_fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) {
     if (errno == ENOENT) return std::nullopt;
-    throw unreadable_error(system_error("cannot read", path_, errno));
+    throw unreadable_error(system_error("cannot read", path, errno));
   }
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0)
-    throw unreadable_error(system_error("cannot read", path_, errno));
+  if (::fstat(fd.get(), &st) != 0) throw unreadable_error(system_error("cannot read", path, errno));
   if (!S_ISREG(st.st_mode))
-    throw unreadable_error(fmt::format("cannot read {}: not a regular file", path_));
+    throw unreadable_error(fmt::format("cannot read {}: not a regular file", path));
   // Straight into the snapshot's strings: the file is never held whole beside them.
   return parse(
       [&](char* to, std::size_t n) {
@@ -382,13 +393,13 @@ std::optional<snapshot> store::read() const {
         while (got < n) {
           const ssize_t r = ::read(fd.get(), to + got, n - got);
           if (r < 0 && errno == EINTR) continue;
-          if (r < 0) throw unreadable_error(system_error("cannot read", path_, errno));
+          if (r < 0) throw unreadable_error(system_error("cannot read", path, errno));
           if (r == 0) break;  // the file shrank meanwhile: parse() reports the truncation
           got += static_cast<std::size_t>(r);
         }
         return got;
       },
-      static_cast<std::uint64_t>(st.st_size), path_);
+      static_cast<std::uint64_t>(st.st_size), path, keep);
 }
 
 std::string store::aside_name() const {

@@ -52,6 +52,13 @@ struct snapshot {
   std::vector<std::pair<std::string, std::string>> pipelines;  // name, pipeline::save_state()
 };
 
+// The snapshot in the file at `path`, as store::read() reads it, without a store (no lock
+// taken, nothing created): for a look at the snapshot of a directory another sketchd may
+// be using. `keep`: of each pipeline's state only the first `keep` bytes are kept (the
+// file is still read whole, for its checksum), e.g. for pipeline::state_mismatch().
+[[nodiscard]] std::optional<snapshot> read_snapshot_file(const std::string& path,
+                                                         std::uint64_t keep = UINT64_MAX);
+
 // The snapshot file of one directory. Not thread-safe; one owner.
 class store {
  public:
