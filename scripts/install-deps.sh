@@ -26,7 +26,7 @@ TEST_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # integration tests: a real Kafka client, HTTP client, Prometheus server and promtool,
   # and the compose-file validator
-  kcat curl prometheus docker-compose python3
+  kcat curl prometheus prometheus-alertmanager docker-compose python3
   # benchmarks against the classic shell baselines
   gawk coreutils time wamerican
 )
@@ -66,7 +66,7 @@ echo "install-deps: installing ${missing[*]}" >&2
 # also take port 9090 from the docker-compose deployment. So services that this run
 # installs are neither started nor left enabled; ones the machine already had are not
 # touched.
-SERVICE_PACKAGES=(prometheus prometheus-node-exporter)
+SERVICE_PACKAGES=(prometheus prometheus-node-exporter prometheus-alertmanager)
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 had_before=()
 for p in "${SERVICE_PACKAGES[@]}"; do

@@ -4,6 +4,10 @@
 #   - promtool check rules   deploy/prometheus/rules/*.yml
 #   - promtool test rules    deploy/prometheus/tests/*.yml (each alert fires when it
 #                            should and stays silent when it should not)
+#   - amtool check-config    deploy/alertmanager/alertmanager.yml, and Debian's
+#                            Alertmanager on loopback with it: each inhibition rule mutes
+#                            its target alert on the same instance (and pipeline) while
+#                            its source fires, and not on another instance
 #   - docker-compose config  docker-compose.yml: valid, the expected services, every
 #                            bind-mounted file present, the Dockerfile present
 #   - sketchd check-config   config/compose.yaml, the configuration the compose file runs,
@@ -29,7 +33,7 @@ done
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 
-for tool in promtool docker-compose; do
+for tool in promtool amtool prometheus-alertmanager docker-compose curl python3; do
   if ! command -v "$tool" >/dev/null 2>&1; then
     if [[ ${SKETCHD_REQUIRE_TOOLS:-0} == 1 ]]; then  # as make test sets it (see lib.sh)
       echo "FAIL: $tool is not installed (scripts/install-deps.sh installs it)" >&2
@@ -71,6 +75,62 @@ done
 for alert in $(sed -n 's/^ *- alert: *\([A-Za-z0-9]*\).*/\1/p' deploy/prometheus/rules/*.yml); do
   grep -q "alertname: *$alert\b" deploy/prometheus/tests/*.yml || fail "alert $alert has no promtool test"
 done
+
+# --- Alertmanager -----------------------------------------------------------------------
+check "amtool check-config deploy/alertmanager/alertmanager.yml" \
+  amtool check-config deploy/alertmanager/alertmanager.yml
+work=$(mktemp -d)
+am_pid=
+cleanup() {
+  [[ -n $am_pid ]] && kill "$am_pid" 2>/dev/null && wait "$am_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+am_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+prometheus-alertmanager --config.file=deploy/alertmanager/alertmanager.yml \
+  --storage.path="$work" --web.listen-address="127.0.0.1:$am_port" --cluster.listen-address= \
+  >"$work/alertmanager.log" 2>&1 &
+am_pid=$!
+am="http://127.0.0.1:$am_port/api/v2"
+for _ in $(seq 100); do
+  curl -sf "$am/status" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+if ! curl -sf "$am/status" >/dev/null 2>&1; then
+  fail "Alertmanager did not start: $(tail -5 "$work/alertmanager.log")"
+else
+  # Every rule's source and target on instance a (and pipeline p), and its target alone on
+  # instance b: each target on a is suppressed by its source, every target on b is not.
+  python3 - "$am" deploy/alertmanager/alertmanager.yml <<'EOF' || fail "the Alertmanager inhibition rules do not mute what they should"
+import json, re, sys, time, urllib.request
+am, config = sys.argv[1], open(sys.argv[2]).read()
+rules = re.findall(r"source_matchers: \[alertname = (\w+)\]\s*target_matchers: \[alertname = (\w+)\]", config)
+assert len(rules) == config.count("source_matchers"), "a rule the test cannot read"
+alerts = []
+for source, target in rules:
+    for name, instance in ((source, "a:9464"), (target, "a:9464"), (target, "b:9464")):
+        alerts.append({"labels": {"alertname": name, "instance": instance, "job": "sketchd",
+                                  "pipeline": "p", "severity": "critical"}})
+request = urllib.request.Request(f"{am}/alerts", json.dumps(alerts).encode(),
+                                 {"Content-Type": "application/json"})
+urllib.request.urlopen(request).read()
+deadline = time.monotonic() + 10
+while True:
+    state = {}
+    for a in json.load(urllib.request.urlopen(f"{am}/alerts")):
+        state[(a["labels"]["alertname"], a["labels"]["instance"])] = a["status"]["state"]
+    problems = [f"{target} on a:9464 is {state.get((target, 'a:9464'))}, not suppressed by {source}"
+                for source, target in rules if state.get((target, "a:9464")) != "suppressed"]
+    problems += [f"{target} on b:9464 is {state.get((target, 'b:9464'))}, not active"
+                 for _, target in rules if state.get((target, "b:9464")) != "active"]
+    if not problems:
+        print(f"ok: {len(rules)} inhibition rules mute their targets on the same instance only")
+        break
+    if time.monotonic() > deadline:
+        sys.exit("\n".join(problems))
+    time.sleep(0.2)
+EOF
+fi
 
 # --- docker-compose.yml -----------------------------------------------------------------
 # The engine-independent parts only: docker-compose reads, interpolates and validates the
