@@ -344,8 +344,9 @@ void processor::assigned(const kafka::topic_partition& tp, std::optional<std::in
   // is known from its first message on, or from the snapshot it starts at.
   positions_[std::make_pair(tp.topic_index, tp.partition)] = start.value_or(-1);
   // Without a snapshot's position, the windows have not counted this partition's recent
-  // items: the group's heavy-hitter figures miss them for a window.
-  if (!start) {
+  // items (unless it was revoked from this instance in the same rebalance): the group's
+  // heavy-hitter figures miss them for a window.
+  if (!start && returning_.count(std::make_pair(tp.topic_index, tp.partition)) == 0) {
     for (std::size_t i : topic_routes_[tp.topic_index]) pipelines_[i]->partitions_taken_over();
   }
   replay_until_.erase(std::make_pair(tp.topic_index, tp.partition));
@@ -354,6 +355,7 @@ void processor::assigned(const kafka::topic_partition& tp, std::optional<std::in
 
 void processor::revoked(std::span<const kafka::topic_partition> partitions) {
   for (const auto& tp : partitions) {
+    revoked_.insert(std::make_pair(tp.topic_index, tp.partition));
     positions_.erase(std::make_pair(tp.topic_index, tp.partition));
     replay_until_.erase(std::make_pair(tp.topic_index, tp.partition));
     tracker_.reset(tp.topic_index, tp.partition);
@@ -391,6 +393,8 @@ bool processor::start_behind_commit(const kafka::topic_partition& tp, std::int64
         "between are not read again (their items are not in this instance's windows)",
         topic, tp.partition, committed, start, age.count() / 1000);
     positions_[std::make_pair(tp.topic_index, tp.partition)] = committed;
+    // The windows have expired since: they miss this partition's recent items.
+    for (std::size_t i : topic_routes_[tp.topic_index]) pipelines_[i]->partitions_taken_over();
     return false;
   }
   logger("kafka")->info(

@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -63,9 +64,11 @@ class processor {
 
   // Rebalance: an assignment (of none or more partitions) begins; partitions assigned (with
   // their start offset when known) and revoked.
-  void assignment_begins() noexcept {
+  void assignment_begins() {
     assigned_any_ = true;
     for (pipeline* p : pipelines_) p->input_assigned();
+    returning_ = std::move(revoked_);
+    revoked_.clear();
   }
   void assigned(const kafka::topic_partition& tp, std::optional<std::int64_t> start);
   void revoked(std::span<const kafka::topic_partition> partitions);
@@ -167,6 +170,12 @@ class processor {
 
   std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> positions_;  // assigned partitions
   std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> restored_;
+  // Partitions revoked since the last assignment, and, during an assignment, those revoked
+  // before it: one assigned again in the same rebalance (an eager rebalance revokes every
+  // partition and assigns them again; a lost assignment comes back) was counted here all
+  // along, and is not taken over.
+  std::set<std::pair<std::size_t, std::int32_t>> revoked_;
+  std::set<std::pair<std::size_t, std::int32_t>> returning_;
   std::int64_t restored_ms_ = 0;  // when the snapshot of restored_ was written
   bool assigned_any_ = false;     // an assignment has come (even of no partition)
   // Partitions read again up to the group's committed offset (start_behind_commit): the

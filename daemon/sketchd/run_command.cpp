@@ -249,7 +249,8 @@ bool restore(const config& cfg, state::store& store,
     log->info("no snapshot in {}: the windows start empty", cfg.state.dir.value_or(""));
     return true;
   }
-  std::set<std::string> restored;
+  std::set<std::string> restored;  // named in the log already
+  std::set<std::string> kept;      // with the snapshot's windows
   std::vector<std::string> unfit;  // "pipeline NAME: what does not fit", one per pipeline
   for (const auto& entry : snap->pipelines) {
     const std::string& name = entry.first;
@@ -290,6 +291,7 @@ bool restore(const config& cfg, state::store& store,
       continue;
     }
     restored.insert(name);
+    kept.insert(name);
   }
   if (!unfit.empty()) {
     const std::string problem = fmt::format("snapshot {} does not fit the configuration: {}",
@@ -310,13 +312,16 @@ bool restore(const config& cfg, state::store& store,
   for (const auto& p : pipelines) {
     if (!restored.count(p->name()))
       log->info("pipeline {} is not in the snapshot: its windows start empty", p->name());
+    // Empty windows where the input positions go on from the snapshot's: they miss the
+    // items before those positions (sketchd_cms_window_incomplete_seconds).
+    if (!kept.count(p->name())) p->partitions_taken_over();
   }
   positions = snap->offsets;
   snapshot_ms = snap->created_ms;
   log->info("restored snapshot {} of {} ({} pipeline(s), {} partition position(s))", store.path(),
             fmt::format("{:%Y-%m-%d %H:%M:%S} UTC",
                         fmt::gmtime(static_cast<std::time_t>(snap->created_ms / 1000))),
-            restored.size() - unfit.size(), positions.size());
+            kept.size(), positions.size());
   return true;
 }
 

@@ -2,6 +2,7 @@
 // messages name the property and the context, never a property's value.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -79,6 +80,31 @@ TEST(Redact, HidesWholeValuesLongestFirstAndSparesLongerWords) {
   EXPECT_EQ(redact("value 1 is outside allowed range 1000..1000000000", {"1"}),
             "value <redacted> is outside allowed range 1000..1000000000");
   EXPECT_EQ(redact("nothing to hide", {"", "secret"}), "nothing to hide");
+}
+
+// librdkafka's warnings and errors: one line per facility and broker every interval, then
+// the next says how many were held back; other brokers and facilities are not held up.
+TEST(LogLimiter, OneLinePerFacilityAndBrokerPerInterval) {
+  using namespace std::chrono_literals;
+  log_limiter limiter(10s);
+  const auto t0 = std::chrono::steady_clock::time_point{} + 1h;
+  const std::string_view a = "sasl_ssl://127.0.0.1:9092/bootstrap";
+  const auto line = [&](std::string_view broker, std::string_view why) {
+    return std::string(broker) + ": " + std::string(why);
+  };
+  EXPECT_EQ(limiter.admit("FAIL", line(a, "SASL authentication error"), t0), 0u);
+  // The same broker failing another way, then the first way again: held back.
+  EXPECT_EQ(limiter.admit("FAIL", line(a, "Disconnected while requesting ApiVersion"), t0 + 1s),
+            std::nullopt);
+  EXPECT_EQ(limiter.admit("FAIL", line(a, "SASL authentication error"), t0 + 2s), std::nullopt);
+  // Another broker, or another facility of the same one: shown.
+  EXPECT_EQ(limiter.admit("FAIL", line("sasl_ssl://127.0.0.1:9093/2", "refused"), t0 + 2s), 0u);
+  EXPECT_EQ(limiter.admit("REQTMOUT", line(a, "timed out"), t0 + 2s), 0u);
+  // After the interval: shown, with the two held back.
+  EXPECT_EQ(limiter.admit("FAIL", line(a, "SASL authentication error"), t0 + 10s), 2u);
+  EXPECT_EQ(limiter.admit("FAIL", line(a, "SASL authentication error"), t0 + 11s), std::nullopt);
+  // A line without a broker is its own key.
+  EXPECT_EQ(limiter.admit("CONFWARN", "Configuration property x is deprecated", t0), 0u);
 }
 
 TEST(KafkaError, MessageNamesOperationContextAndCode) {

@@ -184,6 +184,35 @@ TEST(Processor, APartitionTakenOverLeavesTheWindowIncomplete) {
   // 5 minutes from the batch on, less the little time the test takes.
   EXPECT_GT(incomplete_seconds(taken_over.pipe), 290.0);
   EXPECT_LE(incomplete_seconds(taken_over.pipe), 300.0);
+
+  // A snapshot older than the windows: they have expired, and miss the partition's items.
+  fixture expired;
+  expired.restore_and_assign(100, 61 * 60 * 1000);
+  EXPECT_FALSE(expired.proc.start_behind_commit(kPartition, 100, 150));
+  (void)expired.process(150, 155);
+  EXPECT_GT(incomplete_seconds(expired.pipe), 290.0);
+}
+
+// A partition revoked and assigned again in one rebalance (an eager rebalance, or an
+// assignment lost while the brokers were away) was counted here all along; one that comes
+// back in a later rebalance (after another member held it) is taken over.
+TEST(Processor, APartitionReturningInTheSameRebalanceIsNotTakenOver) {
+  fixture f;
+  f.restore_and_assign(100, 0);
+  (void)f.process(100, 105);
+  const kafka::topic_partition partitions[] = {kPartition};
+  f.proc.revoked(partitions);
+  f.proc.assignment_begins();
+  f.proc.assigned(kPartition, std::nullopt);
+  (void)f.process(105, 110);
+  EXPECT_EQ(incomplete_seconds(f.pipe), 0.0);
+
+  f.proc.revoked(partitions);
+  f.proc.assignment_begins();  // the rebalance ends without it
+  f.proc.assignment_begins();  // a later one gives it back
+  f.proc.assigned(kPartition, std::nullopt);
+  (void)f.process(110, 115);
+  EXPECT_GT(incomplete_seconds(f.pipe), 290.0);
 }
 
 }  // namespace

@@ -186,7 +186,7 @@ fi
 
 # --- config/compose.yaml ------------------------------------------------------------------
 check "sketchd check-config config/compose.yaml" \
-  env KAFKA_BROKERS=kafka:9092 "$sketchd" check-config config/compose.yaml
+  env KAFKA_BROKERS=kafka:9092 SKETCHD_STATE_DIR="$work/state" "$sketchd" check-config config/compose.yaml
 # The topics the configuration reads and writes are those kafka-init creates.
 created=$(sed -n 's/.*for spec in \(.*\); do.*/\1/p' docker-compose.yml | tr ' ' '\n' | cut -d: -f1 | sort | tr '\n' ' ')
 used=$( { sed -n 's/^ *topics: *\[\(.*\)\].*/\1/p' config/compose.yaml | tr ',' '\n'

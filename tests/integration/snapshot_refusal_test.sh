@@ -10,7 +10,8 @@
 #   - `check-config` on those configurations says the same before a start: exit 1 naming
 #     both pipelines' differences, or, with the option, exit 0 and a note per pipeline;
 #   - clicks' changes only, with state.discard_incompatible_snapshot: true: the daemon
-#     starts, clicks with empty windows, orders with its state (k42 seen); the snapshot
+#     starts, clicks with empty windows (sketchd_cms_window_incomplete_seconds above 0),
+#     orders with its state (k42 seen); the snapshot
 #     stays in place and a copy is kept beside as sketchd.snapshot.discarded-…;
 #   - the intact snapshot and the original configuration: restored;
 #   - the state directory removed while sketchd runs: the next periodic snapshot creates
@@ -123,6 +124,9 @@ ls "$work"/state/sketchd.snapshot.discarded-* >/dev/null 2>&1 || fail "no copy o
 scrape
 [[ $(require_value "$work/metrics.txt" 'sketchd_bloom_estimated_items{pipeline="clicks"}') == 0 ]] \
   || fail "the windows of clicks did not start empty"
+# Its empty window goes on from the snapshot's input positions: it says it is incomplete.
+incomplete=$(require_value "$work/metrics.txt" 'sketchd_cms_window_incomplete_seconds{pipeline="clicks"}')
+[[ $incomplete != 0 ]] || fail "the discarded pipeline's heavy-hitter window does not say it is incomplete"
 api "api/v1/pipelines/orders/seen?item=k42"
 [[ $(json "$work/api.json" 'd["seen"]') == true ]] || fail "orders lost its state when clicks' was discarded: $(cat "$work/api.json")"
 stop_process "$daemon_pid" 10 || fail "sketchd did not stop"

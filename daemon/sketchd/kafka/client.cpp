@@ -20,13 +20,27 @@ spdlog::level::level_enum to_spdlog_level(int syslog_level) noexcept {
   return spdlog::level::debug;
 }
 
+constexpr std::chrono::seconds kLogInterval{10};
+
 // Called from librdkafka's threads; must not call librdkafka nor let anything escape.
 void log_line(const rd_kafka_t* /*handle*/, int level, const char* facility, const char* text) {
   try {
+    static log_limiter limiter(kLogInterval);
+    std::string_view held_note;
+    std::string note;
+    if (level <= 4) {  // warnings and errors; info and debug lines are asked for
+      const auto held = limiter.admit(facility, text, std::chrono::steady_clock::now());
+      if (!held) return;
+      if (*held > 0) {
+        note = fmt::format(" ({} more such line(s) held back in the last {} s)", *held,
+                           kLogInterval.count());
+        held_note = note;
+      }
+    }
     if (const auto logger = spdlog::get("kafka")) {
-      logger->log(to_spdlog_level(level), "{}: {}", facility, text);
+      logger->log(to_spdlog_level(level), "{}: {}{}", facility, text, held_note);
     } else {
-      fmt::print(stderr, "%{}|{}| {}\n", level, facility, text);
+      fmt::print(stderr, "%{}|{}| {}{}\n", level, facility, text, held_note);
     }
   } catch (...) {  // NOLINT(bugprone-empty-catch): a log line is not worth a crash
   }
@@ -43,6 +57,29 @@ std::string_view trim_right(std::string_view s) noexcept {
 }
 
 }  // namespace
+
+std::optional<std::uint64_t> log_limiter::admit(std::string_view facility, std::string_view text,
+                                                std::chrono::steady_clock::time_point now) {
+  const std::string_view about = text.substr(0, std::min(text.find(": "), text.size()));
+  std::string key;
+  key.reserve(facility.size() + 1 + about.size());
+  key.append(facility).append("|").append(about);
+  const std::lock_guard lock(mutex_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) {
+    if (entries_.size() >= kMaxKeys) entries_.clear();
+    entries_.emplace(std::move(key), entry{now, 0});
+    return 0;
+  }
+  entry& e = it->second;
+  if (now - e.shown < interval_) {
+    ++e.held;
+    return std::nullopt;
+  }
+  const std::uint64_t held = e.held;
+  e = entry{now, 0};
+  return held;
+}
 
 client_config::client_config() : conf_(rd_kafka_conf_new()) {
   rd_kafka_conf_set_log_cb(conf_.get(), &log_line);

@@ -14,8 +14,11 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -123,6 +126,32 @@ void throw_if_error(rd_kafka_error_t* error, std::string_view operation,
 // quotes or spaces the values it echoes, and "1" must not spoil "1000..1000000000").
 // Thread-safe.
 [[nodiscard]] std::string redact(std::string_view text, const std::vector<std::string>& secrets);
+
+// librdkafka's warnings and errors, at most one line per facility and broker every
+// `interval`: a broker that fails each connection attempt in one of two ways in turn (a
+// SASL or TLS mismatch) defeats librdkafka's own suppression of identical lines, and would
+// log every attempt. The key is the facility and the text up to its first ": " (the
+// broker's name, in librdkafka's lines about a broker). Thread-safe.
+class log_limiter {
+ public:
+  explicit log_limiter(std::chrono::milliseconds interval) : interval_(interval) {}
+  // nullopt: hold the line back; otherwise show it, and this many of its key were held back
+  // since the last one shown.
+  [[nodiscard]] std::optional<std::uint64_t> admit(std::string_view facility, std::string_view text,
+                                                   std::chrono::steady_clock::time_point now);
+
+ private:
+  struct entry {
+    std::chrono::steady_clock::time_point shown;
+    std::uint64_t held = 0;
+  };
+  // Bounded: a key per facility and broker; should a cluster's names ever pass this, the
+  // keys start afresh.
+  static constexpr std::size_t kMaxKeys = 1024;
+  std::chrono::milliseconds interval_;
+  std::mutex mutex_;
+  std::map<std::string, entry, std::less<>> entries_;
+};
 
 // Errors that librdkafka reports twice: a broker connection that failed (cannot resolve,
 // refused, dropped, TLS or SASL refused) is a "FAIL" line of its own log (the "kafka"

@@ -437,8 +437,8 @@ void store::keep_aside(std::string_view why) {
     if (ec) {
       const std::string reason = ec.message();
       std::filesystem::remove(target, ec);
-      throw snapshot_error(
-          fmt::format("cannot keep a copy of {} as {}: {}", path_, target, reason));
+      logger()->warn("snapshot {}: {}; no copy of it is kept ({}: {})", path_, why, target, reason);
+      return;
     }
   }
   logger()->warn("snapshot {} kept as {}: {}", path_, target, why);

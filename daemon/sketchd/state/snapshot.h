@@ -96,8 +96,9 @@ class store {
   void set_aside(std::string_view why);
   // The same, but the snapshot stays in place too (a second name for the same file, or a
   // copy where the file system has no hard links): some of its pipelines are still to be
-  // restored from it, and a crash before the next snapshot must find it again. Throws
-  // snapshot_error when neither can be made.
+  // restored from it, and a crash before the next snapshot must find it again. The copy is
+  // a courtesy: when neither can be made (a full disk), a warning says so and nothing is
+  // thrown.
   void keep_aside(std::string_view why);
 
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
