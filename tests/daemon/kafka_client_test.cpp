@@ -75,6 +75,23 @@ TEST(ClientConfig, CreationFailureHidesPropertyValues) {
   EXPECT_FALSE(contains(e.what(), kSecret)) << e.what();
 }
 
+// SASL without sasl.mechanisms is Kerberos to librdkafka: its refusal is explained.
+TEST(ClientConfig, SaslWithoutAMechanismSaysItMeansKerberos) {
+  const kafka_error e = error_of([] {
+    client_config c(property_map{{"security.protocol", "SASL_PLAINTEXT"}});
+    (void)std::move(c).create(RD_KAFKA_CONSUMER);
+  });
+  EXPECT_TRUE(contains(e.what(), "sasl.kerberos")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "set sasl.mechanisms to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"))
+      << e.what();
+  // With a mechanism, no such refusal.
+  client_config plain(property_map{{"security.protocol", "SASL_PLAINTEXT"},
+                                   {"sasl.mechanisms", "PLAIN"},
+                                   {"sasl.username", "u"},
+                                   {"sasl.password", std::string(kSecret)}});
+  EXPECT_NE(std::move(plain).create(RD_KAFKA_PRODUCER), nullptr);
+}
+
 TEST(Redact, HidesWholeValuesLongestFirstAndSparesLongerWords) {
   EXPECT_EQ(redact("a=abcdef b=\"abc\"", {"abc", "abcdef"}), "a=<redacted> b=\"<redacted>\"");
   EXPECT_EQ(redact("value 1 is outside allowed range 1000..1000000000", {"1"}),

@@ -115,8 +115,23 @@ handle_ptr client_config::create(rd_kafka_type_t type) && {
   std::array<char, 512> errstr{};
   handle_ptr handle(rd_kafka_new(type, conf_.get(), errstr.data(), errstr.size()));
   if (!handle) {
+    std::string reason = redact(trim_right(errstr.data()), values_);
+    // A SASL protocol without sasl.mechanisms is Kerberos to librdkafka, whose refusal
+    // names a Kerberos property: say why, for the many who meant a user and a password.
+    std::array<char, 64> mechanism{};
+    std::size_t size = mechanism.size();
+    if (reason.find("sasl.kerberos") != std::string::npos &&
+        rd_kafka_conf_get(conf_.get(), "sasl.mechanisms", mechanism.data(), &size) ==
+            RD_KAFKA_CONF_OK &&
+        std::string_view(mechanism.data()) == "GSSAPI") {
+      reason +=
+          "; sasl.mechanisms is GSSAPI (Kerberos, librdkafka's default), which needs "
+          "sasl.kerberos.keytab or sasl.kerberos.kinit.cmd: for a user name and password, set "
+          "sasl.mechanisms to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (and sasl.username, "
+          "sasl.password)";
+    }
     throw kafka_error(type == RD_KAFKA_PRODUCER ? "create Kafka producer" : "create Kafka consumer",
-                      error_code::invalid_arg, {}, redact(trim_right(errstr.data()), values_));
+                      error_code::invalid_arg, {}, reason);
   }
   static_cast<void>(conf_.release());  // rd_kafka_new() owns it now
   return handle;
