@@ -562,6 +562,19 @@ int run(const config& cfg) {
                    "its first assignment, or when the other members hold them all).",
                    metrics::metric_type::gauge,
                    {{{}, static_cast<double>(source.assigned_partitions())}}});
+    out.push_back({"sketchd_kafka_commit_failures_total",
+                   "Commits of the stored input offsets that failed (tried again at the next).",
+                   metrics::metric_type::counter,
+                   {{{}, static_cast<double>(source.commit_failures())}}});
+    metrics::metric_family uncommitted{
+        "sketchd_kafka_uncommitted_messages",
+        "Input messages processed (offsets stored) and not yet committed: what a crash would "
+        "read, and forward, again.",
+        metrics::metric_type::gauge,
+        {}};
+    if (const std::optional<std::int64_t> n = source.uncommitted_messages())
+      uncommitted.samples.push_back({{}, static_cast<double>(*n)});
+    out.push_back(std::move(uncommitted));
     out.push_back({"sketchd_kafka_consume_errors_total",
                    "Errors the Kafka client reported in place of a message (a missing topic, a "
                    "partition that cannot be fetched), each skipped.",

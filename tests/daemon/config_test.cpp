@@ -930,7 +930,8 @@ TEST(ConfigErrors, PropertiesThatWouldQuietlyUndoWhatSketchdReliesOnAreRejected)
   EXPECT_THAT(errors("auto.offset.reset: none"),
               ElementsAre("test.yaml:3:36: kafka.properties[\"auto.offset.reset\"]: invalid "
                           "value \"none\": librdkafka takes earliest (smallest, beginning) or "
-                          "latest (largest, end)"));
+                          "latest (largest, end); Java's none is librdkafka's error, which "
+                          "sketchd does not support"));
   EXPECT_THAT(errors("auto.commit.interval.ms: 1000, statistics.interval.ms: 60000, "
                      "auto.offset.reset: latest"),
               IsEmpty());

@@ -45,6 +45,8 @@ METRICS = {
     "sketchd_cms_window_items",
     "sketchd_cms_error_bound_items",
     "sketchd_cms_window_incomplete_seconds",
+    "sketchd_kafka_uncommitted_messages",
+    "sketchd_kafka_commit_failures_total",
     "sketchd_cms_size_bytes",
     "sketchd_heavy_hitter_estimated_count",
     "sketchd_heavy_hitter_ratio",

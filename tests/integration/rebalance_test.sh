@@ -19,8 +19,8 @@
 #   - sketchd_kafka_assigned_partitions: A's and B's add up to 8 while both run, B's is 8
 #     once A has stopped;
 #   - sketchd_cms_window_incomplete_seconds: once B has taken A's partitions over, B's
-#     heavy-hitter window (5 minutes) is incomplete for 5 minutes from the take-over, not
-#     from B's start (A's counts of those partitions left with A).
+#     heavy-hitter window (5 minutes, slices of 30 s) is incomplete for 5.5 minutes from the
+#     take-over, not from B's start (A's counts of those partitions left with A).
 # Prints the duplicates forwarded across the move as a figure.
 #
 # Usage: rebalance_test.sh PATH/TO/sketchd
@@ -138,14 +138,14 @@ log "produced"
 
 # B now owns every partition; its lag is 0 on all of them once everything is committed.
 wait_metric 'sketchd_kafka_assigned_partitions' -eq "$partitions" 30
-# B's window, counted from the take-over (after A's stop began), has at least 300 s less the
+# B's window, counted from the take-over (after A's stop began), has at least 330 s less the
 # time since then (and a second of rounding) to go; counted from B's start, it would have
 # less by the time between B's start and A's stop.
 incomplete=$(require_value "$work/metrics.txt" 'sketchd_cms_window_incomplete_seconds{pipeline="orders"}')
 since_stop=$((SECONDS - a_stopping))
 log "B's window incomplete for ${incomplete} s more, ${since_stop} s after A's stop began, $((a_stopping - started_b)) s after B's start"
-"$python" -c "import sys; sys.exit(0 if float('$incomplete') >= 300 - $since_stop - 1 else 1)" ||
-  fail "B's heavy-hitter window is incomplete for ${incomplete} s more, ${since_stop} s after A's stop began: expected at least $((300 - since_stop - 1)) s (counted from the take-over)"
+"$python" -c "import sys; sys.exit(0 if float('$incomplete') >= 330 - $since_stop - 1 else 1)" ||
+  fail "B's heavy-hitter window is incomplete for ${incomplete} s more, ${since_stop} s after A's stop began: expected at least $((330 - since_stop - 1)) s (counted from the take-over)"
 wait_committed "$partitions" 60
 first_seen_b=$(require_value "$work/metrics.txt" 'sketchd_dedup_first_seen_total{pipeline="orders"}')
 wait_metric 'sketchd_dedup_forwarded_total{pipeline="orders"}' -eq "$first_seen_b" 30

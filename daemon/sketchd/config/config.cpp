@@ -1040,7 +1040,8 @@ kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
           c.error(value_field, key == "auto.offset.reset"
                                    ? fmt::format("invalid value \"{}\": librdkafka takes "
                                                  "earliest (smallest, beginning) or latest "
-                                                 "(largest, end)",
+                                                 "(largest, end); Java's none is librdkafka's "
+                                                 "error, which sketchd does not support",
                                                  *value)
                                    : kafka::redact(errstr.data(), {*value}));
           continue;

@@ -273,9 +273,24 @@ struct source::callbacks {
   // brokers.<name>.state of the cluster's brokers: those with a node id (a bootstrap
   // address becomes one once the metadata names it), except the group coordinator's
   // "logical" entry, a second handle on one of them.
+  // The result of each commit of stored offsets (the background one every
+  // auto.commit.interval.ms, and those at a revocation or the close); librdkafka logs a
+  // failure itself (COMMITFAIL) and tries again at the next one. Nothing to commit
+  // (_NO_OFFSET) is no failure.
+  static void offset_commit(rd_kafka_t*, rd_kafka_resp_err_t err,
+                            rd_kafka_topic_partition_list_t* offsets, void* opaque) {
+    auto* self = static_cast<source*>(opaque);
+    bool ok = err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR__NO_OFFSET;
+    for (int i = 0; ok && offsets != nullptr && i < offsets->cnt; ++i) {
+      ok = offsets->elems[i].err == RD_KAFKA_RESP_ERR_NO_ERROR;
+    }
+    if (!ok) self->commit_failures_.fetch_add(1, std::memory_order_relaxed);
+  }
+
   static int stats(rd_kafka_t*, char* json, std::size_t json_len, void* opaque) {
     auto* self = static_cast<source*>(opaque);
     std::vector<partition_lag> lag;
+    std::int64_t uncommitted = 0;
     simdjson::dom::parser parser;
     simdjson::dom::element root;
     if (parser.parse(json, json_len).get(root) != simdjson::SUCCESS) return 0;
@@ -301,10 +316,8 @@ struct source::callbacks {
       if (t["partitions"].get(partitions) != simdjson::SUCCESS) continue;
       for (auto [id, p] : partitions) {
         std::int64_t partition = 0;
-        std::int64_t consumer_lag = -1;
         std::string_view assigned_state;
         if (p["partition"].get(partition) != simdjson::SUCCESS || partition < 0) continue;
-        if (p["consumer_lag"].get(consumer_lag) != simdjson::SUCCESS || consumer_lag < 0) continue;
         if (p["fetch_state"].get(assigned_state) == simdjson::SUCCESS && assigned_state == "none")
           continue;
         // A revoked partition keeps its entry, and a lag from its last committed offset, in
@@ -312,9 +325,24 @@ struct source::callbacks {
         // assigned any more.
         bool desired = true;
         if (p["desired"].get(desired) == simdjson::SUCCESS && !desired) continue;
+        // Offsets stored (their messages processed, their outputs delivered) and not yet
+        // committed, counted from the start of the partition while the group has committed
+        // nothing there (a crash would start there again, auto.offset.reset: earliest);
+        // librdkafka gives negative offsets while they are unknown.
+        std::int64_t stored = -1;
+        std::int64_t committed = -1;
+        std::int64_t low = -1;
+        if (p["stored_offset"].get(stored) == simdjson::SUCCESS && stored >= 0 &&
+            p["committed_offset"].get(committed) == simdjson::SUCCESS) {
+          if (committed < 0 && p["lo_offset"].get(low) == simdjson::SUCCESS) committed = low;
+          if (committed >= 0 && stored > committed) uncommitted += stored - committed;
+        }
+        std::int64_t consumer_lag = -1;
+        if (p["consumer_lag"].get(consumer_lag) != simdjson::SUCCESS || consumer_lag < 0) continue;
         lag.push_back({std::string(topic), static_cast<std::int32_t>(partition), consumer_lag});
       }
     }
+    self->uncommitted_ = uncommitted;
     std::lock_guard lock(self->mutex_);
     self->lag_ = std::move(lag);
     return 0;  // librdkafka frees the JSON
@@ -361,6 +389,7 @@ source::source(const source_options& options)
   rd_kafka_conf_set_rebalance_cb(conf.get(), &callbacks::rebalance);
   rd_kafka_conf_set_error_cb(conf.get(), &callbacks::error);
   rd_kafka_conf_set_stats_cb(conf.get(), &callbacks::stats);
+  rd_kafka_conf_set_offset_commit_cb(conf.get(), &callbacks::offset_commit);
   rd_kafka_conf_set_opaque(conf.get(), this);
   handle_ptr handle = std::move(conf).create(RD_KAFKA_CONSUMER);
   consumer_ = decltype(consumer_)(handle.release(), [](rd_kafka_s* rk) { rd_kafka_destroy(rk); });

@@ -177,6 +177,17 @@ class source {
     return message_errors_.load(std::memory_order_relaxed);
   }
   [[nodiscard]] std::size_t assigned_partitions() const noexcept { return assigned_.load(); }
+  // Commits of stored offsets that failed (librdkafka tries again at the next one).
+  [[nodiscard]] std::uint64_t commit_failures() const noexcept {
+    return commit_failures_.load(std::memory_order_relaxed);
+  }
+  // Messages of the assigned partitions whose offsets are stored and not yet committed,
+  // from the statistics callback: what a crash would read (and forward) again. nullopt
+  // before the first statistics.
+  [[nodiscard]] std::optional<std::int64_t> uncommitted_messages() const noexcept {
+    const std::int64_t n = uncommitted_.load();
+    return n < 0 ? std::nullopt : std::optional<std::int64_t>(n);
+  }
   // A rebalance has assigned partitions to this consumer (even none): it is in its group.
   [[nodiscard]] bool assigned_once() const noexcept { return assigned_once_.load(); }
   // Set when librdkafka reported a fatal error: the daemon must stop.
@@ -228,6 +239,8 @@ class source {
   mutable std::mutex mutex_;  // guards lag_ and fatal_
   std::vector<partition_lag> lag_;
   std::atomic<int> brokers_up_{-1};  // -1 until the first statistics
+  std::atomic<std::uint64_t> commit_failures_{0};
+  std::atomic<std::int64_t> uncommitted_{-1};  // -1 until the first statistics
   std::optional<std::string> fatal_;
   bool closed_ = false;  // owner only
 

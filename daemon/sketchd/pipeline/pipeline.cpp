@@ -224,8 +224,12 @@ std::vector<sketch::heavy_event> pipeline::end_batch(std::int64_t wall_ms) {
   if (move) advanced_ms_ = std::max(advanced_ms_, now);
   if (takeover_pending_ && move && (config_.clock == clock_kind::wall || clock_live_)) {
     takeover_pending_ = false;
+    // A window, and a slice more: a backlog read after the take-over (what the member that
+    // left had counted since its last commit) lands in the current slice and later ones,
+    // and distorts the shares until that slice has left the window.
     incomplete_until_ms_ =
-        std::max(incomplete_until_ms_, advanced_ms_ + config_.heavy_hitters->window.count());
+        std::max(incomplete_until_ms_,
+                 advanced_ms_ + config_.heavy_hitters->window.count() + heavy_->slice_ms());
   }
   // The lock is released however this ends (drain_events() allocates): held on, it would
   // block every reader and fail the next begin_batch().
@@ -327,7 +331,7 @@ void pipeline::collect(std::vector<metrics::metric_family>& out) const {
     one("sketchd_heavy_hitter_threshold_ratio",
         "Heavy-hitter threshold phi: share of the window's items.", metric_type::gauge,
         h.threshold);
-    const double window_s = static_cast<double>(h.window.count()) / 1000.0;
+    const double window_s = static_cast<double>(h.window.count() + heavy_->slice_ms()) / 1000.0;
     one("sketchd_cms_window_incomplete_seconds",
         "Time on the pipeline's clock until the heavy-hitter window again holds every item of "
         "the partitions this instance took over from another member (or started without); 0 "

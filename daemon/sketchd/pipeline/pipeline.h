@@ -123,8 +123,9 @@ class pipeline {
   // This instance has been assigned an input partition whose earlier items its heavy-hitter
   // window has not counted: another member of the group counted them (and may have left
   // with them), or nobody did (a start without a snapshot of it). Across the group, the
-  // window misses some of its items until a whole window has passed on the pipeline's
-  // clock from the next batch on: sketchd_cms_window_incomplete_seconds says how long.
+  // window misses some of its items until a whole window and a slice have passed on the
+  // pipeline's clock from the next batch on: sketchd_cms_window_incomplete_seconds says
+  // how long.
   // Processing thread, between batches; does nothing without heavy_hitters.
   void partitions_taken_over();
 
