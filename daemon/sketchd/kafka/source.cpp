@@ -269,10 +269,6 @@ struct source::callbacks {
     log()->warn("{}: {}", rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(err)), reason);
   }
 
-  // Statistics JSON: topics.<name>.partitions.<id>.consumer_lag (-1 when unknown), and
-  // brokers.<name>.state of the cluster's brokers: those with a node id (a bootstrap
-  // address becomes one once the metadata names it), except the group coordinator's
-  // "logical" entry, a second handle on one of them.
   // The result of each commit of stored offsets (the background one every
   // auto.commit.interval.ms, and those at a revocation or the close); librdkafka logs a
   // failure itself (COMMITFAIL) and tries again at the next one. Nothing to commit
@@ -287,6 +283,10 @@ struct source::callbacks {
     if (!ok) self->commit_failures_.fetch_add(1, std::memory_order_relaxed);
   }
 
+  // Statistics JSON: topics.<name>.partitions.<id>.consumer_lag (-1 when unknown) and the
+  // stored and committed offsets, and brokers.<name>.state of the cluster's brokers: those
+  // with a node id (a bootstrap address becomes one once the metadata names it), except the
+  // group coordinator's "logical" entry, a second handle on one of them.
   static int stats(rd_kafka_t*, char* json, std::size_t json_len, void* opaque) {
     auto* self = static_cast<source*>(opaque);
     std::vector<partition_lag> lag;

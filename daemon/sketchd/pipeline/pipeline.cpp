@@ -331,13 +331,13 @@ void pipeline::collect(std::vector<metrics::metric_family>& out) const {
     one("sketchd_heavy_hitter_threshold_ratio",
         "Heavy-hitter threshold phi: share of the window's items.", metric_type::gauge,
         h.threshold);
-    const double window_s = static_cast<double>(h.window.count() + heavy_->slice_ms()) / 1000.0;
+    const double whole_s = static_cast<double>(h.window.count() + heavy_->slice_ms()) / 1000.0;
     one("sketchd_cms_window_incomplete_seconds",
         "Time on the pipeline's clock until the heavy-hitter window again holds every item of "
         "the partitions this instance took over from another member (or started without); 0 "
         "when whole.",
         metric_type::gauge,
-        takeover_pending_ ? window_s
+        takeover_pending_ ? whole_s
                           : static_cast<double>(std::max<std::int64_t>(
                                 0, incomplete_until_ms_ - std::max(clock_ms_, advanced_ms_))) /
                                 1000.0);
