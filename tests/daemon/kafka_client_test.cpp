@@ -124,6 +124,30 @@ TEST(LogLimiter, OneLinePerFacilityAndBrokerPerInterval) {
   EXPECT_EQ(limiter.admit("CONFWARN", "Configuration property x is deprecated", t0), 0u);
 }
 
+// Lines held back and then silence (the broker recovered): told once the interval has
+// passed, by the last of them, with the count; nothing when nothing was held back.
+TEST(LogLimiter, TellsHeldLinesOnceTheIntervalPassesWithoutAnother) {
+  using namespace std::chrono_literals;
+  log_limiter limiter(10s);
+  const auto t0 = std::chrono::steady_clock::time_point{} + 1h;
+  EXPECT_EQ(limiter.admit("FAIL", "b1: refused", t0, 3), 0u);
+  EXPECT_EQ(limiter.admit("FAIL", "b1: timed out", t0 + 1s, 4), std::nullopt);
+  EXPECT_EQ(limiter.admit("FAIL", "b1: refused", t0 + 2s, 3), std::nullopt);
+  EXPECT_EQ(limiter.admit("CONFWARN", "deprecated", t0 + 2s, 4), 0u);
+  EXPECT_TRUE(limiter.take_overdue(t0 + 9s).empty());
+  const auto held = limiter.take_overdue(t0 + 12s);
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0].facility, "FAIL");
+  EXPECT_EQ(held[0].text, "b1: refused");
+  EXPECT_EQ(held[0].level, 3);
+  EXPECT_EQ(held[0].held, 2u);
+  EXPECT_EQ(held[0].over, 12s);
+  // Told once; they count as shown then, so the next line waits a whole interval again.
+  EXPECT_TRUE(limiter.take_overdue(t0 + 12s).empty());
+  EXPECT_EQ(limiter.admit("FAIL", "b1: refused", t0 + 13s, 3), std::nullopt);
+  EXPECT_EQ(limiter.admit("FAIL", "b1: refused", t0 + 22s, 3), 1u);
+}
+
 TEST(KafkaError, MessageNamesOperationContextAndCode) {
   const kafka_error e("commit offsets", error_code::rebalance_in_progress,
                       error_context("events", 2, 17));

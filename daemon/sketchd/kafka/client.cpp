@@ -22,26 +22,34 @@ spdlog::level::level_enum to_spdlog_level(int syslog_level) noexcept {
 
 constexpr std::chrono::seconds kLogInterval{10};
 
+log_limiter& librdkafka_log_limiter() {
+  static log_limiter limiter(kLogInterval);
+  return limiter;
+}
+
+void write_line(int level, std::string_view facility, std::string_view text,
+                std::string_view note) {
+  if (const auto logger = spdlog::get("kafka")) {
+    logger->log(to_spdlog_level(level), "{}: {}{}", facility, text, note);
+  } else {
+    fmt::print(stderr, "%{}|{}| {}{}\n", level, facility, text, note);
+  }
+}
+
 // Called from librdkafka's threads; must not call librdkafka nor let anything escape.
 void log_line(const rd_kafka_t* /*handle*/, int level, const char* facility, const char* text) {
   try {
-    static log_limiter limiter(kLogInterval);
-    std::string_view held_note;
     std::string note;
     if (level <= 4) {  // warnings and errors; info and debug lines are asked for
-      const auto held = limiter.admit(facility, text, std::chrono::steady_clock::now());
+      const auto held =
+          librdkafka_log_limiter().admit(facility, text, std::chrono::steady_clock::now(), level);
       if (!held) return;
       if (*held > 0) {
         note = fmt::format(" ({} more such line(s) held back in the last {} s)", *held,
                            kLogInterval.count());
-        held_note = note;
       }
     }
-    if (const auto logger = spdlog::get("kafka")) {
-      logger->log(to_spdlog_level(level), "{}: {}{}", facility, text, held_note);
-    } else {
-      fmt::print(stderr, "%{}|{}| {}{}\n", level, facility, text, held_note);
-    }
+    write_line(level, facility, text, note);
   } catch (...) {  // NOLINT(bugprone-empty-catch): a log line is not worth a crash
   }
 }
@@ -59,7 +67,8 @@ std::string_view trim_right(std::string_view s) noexcept {
 }  // namespace
 
 std::optional<std::uint64_t> log_limiter::admit(std::string_view facility, std::string_view text,
-                                                std::chrono::steady_clock::time_point now) {
+                                                std::chrono::steady_clock::time_point now,
+                                                int level) {
   const std::string_view about = text.substr(0, std::min(text.find(": "), text.size()));
   std::string key;
   key.reserve(facility.size() + 1 + about.size());
@@ -68,17 +77,48 @@ std::optional<std::uint64_t> log_limiter::admit(std::string_view facility, std::
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     if (entries_.size() >= kMaxKeys) entries_.clear();
-    entries_.emplace(std::move(key), entry{now, 0});
+    entries_.emplace(std::move(key), entry{now, 0, level, std::string(facility), {}});
     return 0;
   }
   entry& e = it->second;
   if (now - e.shown < interval_) {
     ++e.held;
+    e.level = level;
+    e.last_held.assign(text);
     return std::nullopt;
   }
   const std::uint64_t held = e.held;
-  e = entry{now, 0};
+  e.shown = now;
+  e.held = 0;
+  e.last_held.clear();
   return held;
+}
+
+std::vector<log_limiter::held_line> log_limiter::take_overdue(
+    std::chrono::steady_clock::time_point now) {
+  std::vector<held_line> out;
+  const std::lock_guard lock(mutex_);
+  for (auto& [key, e] : entries_) {
+    if (e.held == 0 || now - e.shown < interval_) continue;
+    out.push_back({e.level, e.facility, std::move(e.last_held), e.held,
+                   std::chrono::duration_cast<std::chrono::seconds>(now - e.shown)});
+    e.shown = now;
+    e.held = 0;
+    e.last_held.clear();
+  }
+  return out;
+}
+
+void log_held_back_lines() {
+  try {
+    for (const auto& line :
+         librdkafka_log_limiter().take_overdue(std::chrono::steady_clock::now())) {
+      write_line(line.level, line.facility, line.text,
+                 fmt::format(" (the last of {} such line(s) held back in the last {} s)", line.held,
+                             line.over.count()));
+    }
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a log line is not worth a crash
+  }
 }
 
 client_config::client_config() : conf_(rd_kafka_conf_new()) {

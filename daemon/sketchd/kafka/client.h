@@ -131,19 +131,36 @@ void throw_if_error(rd_kafka_error_t* error, std::string_view operation,
 // `interval`: a broker that fails each connection attempt in one of two ways in turn (a
 // SASL or TLS mismatch) defeats librdkafka's own suppression of identical lines, and would
 // log every attempt. The key is the facility and the text up to its first ": " (the
-// broker's name, in librdkafka's lines about a broker). Thread-safe.
+// broker's name, in librdkafka's lines about a broker). The lines held back are told by the
+// next line shown, or, should none come (the broker recovered), by take_overdue() once the
+// interval has passed. Thread-safe.
 class log_limiter {
  public:
   explicit log_limiter(std::chrono::milliseconds interval) : interval_(interval) {}
   // nullopt: hold the line back; otherwise show it, and this many of its key were held back
   // since the last one shown.
   [[nodiscard]] std::optional<std::uint64_t> admit(std::string_view facility, std::string_view text,
-                                                   std::chrono::steady_clock::time_point now);
+                                                   std::chrono::steady_clock::time_point now,
+                                                   int level = 3);
+
+  // The last line held back of each key whose interval has passed with no line shown, and
+  // how many were held back: those lines count as shown now.
+  struct held_line {
+    int level;  // syslog's, as librdkafka gives it
+    std::string facility;
+    std::string text;
+    std::uint64_t held;
+    std::chrono::seconds over;  // since the last line of its key shown
+  };
+  [[nodiscard]] std::vector<held_line> take_overdue(std::chrono::steady_clock::time_point now);
 
  private:
   struct entry {
     std::chrono::steady_clock::time_point shown;
     std::uint64_t held = 0;
+    int level = 3;
+    std::string facility;
+    std::string last_held;
   };
   // Bounded: a key per facility and broker; should a cluster's names ever pass this, the
   // keys start afresh.
@@ -152,6 +169,10 @@ class log_limiter {
   std::mutex mutex_;
   std::map<std::string, entry, std::less<>> entries_;
 };
+
+// Logs what librdkafka's log callback holds back (log_limiter::take_overdue) of every
+// client of the process. Cheap when nothing is held; the consumer's poller calls it.
+void log_held_back_lines();
 
 // Errors that librdkafka reports twice: a broker connection that failed (cannot resolve,
 // refused, dropped, TLS or SASL refused) is a "FAIL" line of its own log (the "kafka"

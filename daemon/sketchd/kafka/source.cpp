@@ -457,6 +457,7 @@ void source::poll_loop() {
   // Named for `top -H` and the benchmark harness, which reads its CPU time.
   pthread_setname_np(pthread_self(), "sketchd-poll");
   rate_limited message_errors;
+  auto next_held_lines = std::chrono::steady_clock::now();
   // Short waits, so that close() is not held up by an idle topic.
   const int wait_ms = std::min(options_.poll_timeout_ms, 100);
   for (;;) {
@@ -464,7 +465,12 @@ void source::poll_loop() {
       std::lock_guard lock(queue_mutex_);
       if (stopping_) break;
     }
-    message_errors.flush(std::chrono::steady_clock::now());
+    const auto now = std::chrono::steady_clock::now();
+    message_errors.flush(now);
+    if (now >= next_held_lines) {
+      log_held_back_lines();
+      next_held_lines = now + std::chrono::seconds(1);
+    }
     batch& b = *filling_;
     int timeout = wait_ms;
     std::size_t bytes = 0;
