@@ -107,9 +107,10 @@ int run_main(int argc, char** argv) {
   check->footer(
       "\nPrints every problem on stderr as FILE:LINE:COL: message and exits 1, or prints\n"
       "\"FILE: ok (N pipelines)\" and exits 0. Environment variables are substituted as when\n"
-      "running. With state.dir set, the snapshot there is checked too, as run would restore\n"
-      "it: a pipeline it does not fit is a problem (a note with\n"
-      "state.discard_incompatible_snapshot: true).");
+      "running. With state.dir set, the directory and the snapshot there are checked too, as\n"
+      "run would use them: a file in the directory's place, or a pipeline the snapshot does\n"
+      "not fit, is a problem (the latter a note with state.discard_incompatible_snapshot:\n"
+      "true); a directory this user could not create or write in is a note.");
   std::string check_path;
   check->add_option("FILE", check_path, "The YAML configuration to check")
       ->required()

@@ -367,6 +367,12 @@ int run(const config& cfg) {
   auto log = spdlog::default_logger();
   auto pipeline_log = spdlog::get("pipeline");
   if (!sketches_fit_in_memory(cfg)) return 1;
+  // The listener's address before anything is started (the broker, the clients, a state
+  // lock): a port in use is the commonest reason a start fails.
+  if (auto why = cannot_listen(cfg.http)) {
+    log->critical("cannot run: {}", *why);
+    return 1;
+  }
 
   // State first: a snapshot that cannot be used stops the start before anything else.
   std::optional<state::store> store;

@@ -623,6 +623,13 @@ TEST(ConfigErrors, BadEnumValueListsTheChoices) {
                                         "info, warn, error, critical, off, got \"verbose\""));
 }
 
+// "warning" is how the log lines name the level; the configuration takes it too.
+TEST(Config, LogLevelWarningIsWarn) {
+  const auto r = load(std::string(kMinimal) + "log: { level: warning }\n");
+  ASSERT_TRUE(r.value) << testing::PrintToString(errors_of(r));
+  EXPECT_EQ(r.value->log.level, log_level::warn);
+}
+
 TEST(ConfigErrors, DuplicateKeyIsAnError) {
   const auto r = load(
       "kafka:\n"

@@ -108,9 +108,20 @@ sed -e '/ITEST_SURELY_UNSET_VARIABLE/d' -e '/batch_size/d' -e '/lisen/d' -e 's/5
 status=0
 timeout 20 "$sketchd" run --config taken.yaml >taken.out 2>taken.err || status=$?
 [[ $status -eq 1 ]] || fail "run with a taken HTTP port exited $status, expected 1"
-grep -q "cannot listen on 127.0.0.1:$port" taken.err \
-  || { cat taken.err >&2; fail "the error does not name the taken address 127.0.0.1:$port"; }
+grep -q "cannot listen on 127.0.0.1:$port: Address already in use" taken.err \
+  || { cat taken.err >&2; fail "the error does not say that 127.0.0.1:$port is in use"; }
 log "a taken HTTP port: exit 1, \"$(grep -o 'cannot listen.*' taken.err | head -1)\""
+# Said before anything else starts (the state lock, the clients): no other line before it.
+[[ $(grep -c . taken.err) -le 3 ]] && ! grep -q 'embedded Kafka\|consuming topic' taken.err \
+  || { cat taken.err >&2; fail "the taken port was found only after the start began"; }
+# An address no interface of this machine has (TEST-NET-1): said so, not "in use".
+sed "s/127.0.0.1:$port/192.0.2.1:$port/" taken.yaml >foreign.yaml
+status=0
+timeout 20 "$sketchd" run --config foreign.yaml >/dev/null 2>foreign.err || status=$?
+[[ $status -eq 1 ]] || fail "run with a foreign http.listen address exited $status, expected 1"
+grep -q "cannot listen on 192.0.2.1:$port: Cannot assign requested address (no network interface" \
+  foreign.err || { cat foreign.err >&2; fail "the error does not say the address is not this machine's"; }
+log "an address of no interface: exit 1, \"$(grep -o 'cannot listen.*' foreign.err | head -1)\""
 # A host name that does not resolve: said so, not "address in use".
 sed "s/127.0.0.1:$port/nonexistent.invalid:$port/" taken.yaml >unresolved.yaml
 status=0
@@ -138,11 +149,23 @@ log "YAML syntax error and missing file: exit 1 with the file named"
 # The shipped configurations are valid.
 for f in demo.yaml example.yaml; do
   status=0
-  "$sketchd" check-config "$config_dir/$f" >"$f.out" 2>"$f.err" || status=$?
+  # state.dir in the test's own directory: the default /var/lib/sketchd may hold another
+  # run's snapshot, or not be this user's to create (a note).
+  SKETCHD_STATE_DIR="$PWD/state-$f" "$sketchd" check-config "$config_dir/$f" >"$f.out" 2>"$f.err" || status=$?
   [[ $status -eq 0 ]] || { cat "$f.err" >&2; fail "check-config config/$f exited $status, expected 0"; }
   [[ ! -s $f.err ]] || { cat "$f.err" >&2; fail "check-config config/$f printed errors"; }
 done
 log "config/demo.yaml and config/example.yaml: valid"
+
+# A state.dir that run could not create: a file in its place is a problem.
+touch not-a-dir
+status=0
+SKETCHD_STATE_DIR="$PWD/not-a-dir/state" "$sketchd" check-config "$config_dir/example.yaml" \
+  >/dev/null 2>state-file.err || status=$?
+[[ $status -eq 1 ]] || fail "check-config with state.dir under a file exited $status, expected 1"
+grep -q "^$config_dir/example.yaml: state.dir: $PWD/not-a-dir is not a directory: sketchd would not start\$" \
+  state-file.err || { cat state-file.err >&2; fail "check-config does not say that state.dir cannot be a directory"; }
+log "state.dir under a file: check-config exit 1, \"$(head -1 state-file.err)\""
 
 # Usage errors: exit status 2 and one line.
 for args in "run" "check-config" "run --config" "mock-kafka --topic events --topic events:2"; do

@@ -1,10 +1,14 @@
 // `sketchd check-config FILE`.
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <new>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "sketchd/commands.h"
@@ -19,6 +23,37 @@ namespace {
 // Of each pipeline's state, the start that holds its parameters (a few hundred bytes).
 constexpr std::uint64_t kParametersBytes = 1 << 20;
 
+// Whether `run` could create state.dir and write in it. Not a directory is a problem; what
+// this user may not do is a note, since the daemon may run as another user. False when
+// there can be no snapshot to check.
+bool check_state_dir(const std::string& dir, std::vector<std::string>& problems,
+                     std::vector<std::string>& notes) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path existing = fs::absolute(fs::path(dir), ec);
+  if (ec) return true;
+  bool created = false;  // `existing` is an ancestor that run would create state.dir in
+  while (!fs::exists(existing, ec) && existing.has_relative_path()) {
+    existing = existing.parent_path();
+    created = true;
+  }
+  if (fs::exists(existing, ec) && !fs::is_directory(existing, ec)) {
+    problems.push_back(fmt::format("state.dir: {} is not a directory: sketchd would not start",
+                                   existing.string()));
+    return false;
+  }
+  if (::access(existing.c_str(), W_OK | X_OK) == 0) return true;
+  const std::string why = std::system_category().message(errno);
+  notes.push_back(
+      created ? fmt::format("note: state.dir: {} does not exist, and this user cannot create it in "
+                            "{} ({}): sketchd run as this user would not start",
+                            dir, existing.string(), why)
+              : fmt::format("note: state.dir: this user cannot write in {} ({}): sketchd run as "
+                            "this user would not start",
+                            dir, why));
+  return true;
+}
+
 // What `run` would find in the snapshot of state.dir with this configuration: problems
 // that would stop the start, and notes (what discard_incompatible_snapshot would discard,
 // a snapshot this user cannot read). Reads the file whole, for its checksum, but keeps only
@@ -26,6 +61,7 @@ constexpr std::uint64_t kParametersBytes = 1 << 20;
 void check_snapshot(const config& cfg, std::vector<std::string>& problems,
                     std::vector<std::string>& notes) {
   if (!cfg.state.dir || cfg.state.dir->empty()) return;
+  if (!check_state_dir(*cfg.state.dir, problems, notes)) return;
   const std::string file = fmt::format("{}/{}", *cfg.state.dir, state::store::kFileName);
   const bool discard = cfg.state.discard_incompatible_snapshot;
   std::optional<state::snapshot> snap;

@@ -314,12 +314,17 @@ class checker {
     return std::nullopt;
   }
 
+  // One of `choices`, by name, or by one of the other names of `aliases`.
   template <typename Enum>
-  std::optional<Enum> choice(const field& f, const std::vector<Enum>& choices) {
+  std::optional<Enum> choice(const field& f, const std::vector<Enum>& choices,
+                             const std::vector<std::pair<std::string_view, Enum>>& aliases = {}) {
     const auto value = text(f);
     if (!value) return std::nullopt;
     for (Enum c : choices) {
       if (to_string(c) == *value) return c;
+    }
+    for (const auto& [name, c] : aliases) {
+      if (name == *value) return c;
     }
     std::string names;
     for (Enum c : choices) names += fmt::format("{}{}", names.empty() ? "" : ", ", to_string(c));
@@ -1360,9 +1365,14 @@ generator_config read_generator(checker& c, const field& f) {
 log_config read_log(checker& c, const field& f) {
   log_config l;
   const mapping m(c, f, {"level", "format", "summary_interval"});
-  m.read("level", l.level,
-         choices(c, {log_level::trace, log_level::debug, log_level::info, log_level::warn,
-                     log_level::error, log_level::critical, log_level::off}));
+  m.read("level", l.level, [&c](const field& level) {
+    // "warning": the name the log lines themselves show for the level.
+    return c.choice<log_level>(
+        level,
+        {log_level::trace, log_level::debug, log_level::info, log_level::warn, log_level::error,
+         log_level::critical, log_level::off},
+        {{"warning", log_level::warn}});
+  });
   m.read("format", l.format, choices(c, {log_format::text, log_format::json}));
   m.read("summary_interval", l.summary_interval, durations(c, milliseconds(0), kMaxInterval));
   return l;

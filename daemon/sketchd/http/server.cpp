@@ -6,8 +6,10 @@
 #include <netinet/tcp.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -441,6 +443,46 @@ void http_server::routes() {
   });
 }
 
+std::optional<std::string> cannot_listen(const http_config& config) {
+  if (config.port == 0) return std::nullopt;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(config.port);
+  if (const int rc = ::getaddrinfo(config.host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    return fmt::format("http: cannot listen on {}: cannot resolve {}: {}", config.listen,
+                       config.host, ::gai_strerror(rc));
+  }
+  int error = 0;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int sock = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (sock < 0) {
+      error = errno;
+      continue;
+    }
+    const int yes = 1;  // as the server's own socket: a port in TIME_WAIT is not in use
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    const int rc = ::bind(sock, a->ai_addr, a->ai_addrlen);
+    error = rc == 0 ? 0 : errno;
+    ::close(sock);
+    if (rc == 0) break;
+  }
+  ::freeaddrinfo(found);
+  if (error == 0) return std::nullopt;
+  std::string why = std::system_category().message(error);
+  if (error == EADDRINUSE) {
+    why += " (another process listens there: stop it, or set http.listen to another port)";
+  } else if (error == EADDRNOTAVAIL) {
+    why +=
+        " (no network interface of this machine has that address: use one it has, "
+        "127.0.0.1 or 0.0.0.0)";
+  } else if (error == EACCES) {
+    why += " (ports below 1024 need privileges: use a higher port)";
+  }
+  return fmt::format("http: cannot listen on {}: {}", config.listen, why);
+}
+
 int http_server::start() {
   int port = config_.port;
   if (port == 0) {
@@ -448,18 +490,8 @@ int http_server::start() {
     if (port < 0)
       throw std::runtime_error(fmt::format("http: cannot listen on {}:0", config_.host));
   } else if (!server_->bind_to_port(config_.host, port)) {
-    // A name that does not resolve is not an address in use: say which it is.
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    const int resolved = ::getaddrinfo(config_.host.c_str(), nullptr, &hints, &found);
-    if (found) ::freeaddrinfo(found);
-    if (resolved != 0) {
-      throw std::runtime_error(fmt::format("http: cannot listen on {}: cannot resolve {}: {}",
-                                           config_.listen, config_.host, ::gai_strerror(resolved)));
-    }
-    throw std::runtime_error(
-        fmt::format("http: cannot listen on {} (address in use or not available)", config_.listen));
+    throw std::runtime_error(cannot_listen(config_).value_or(fmt::format(
+        "http: cannot listen on {} (address in use or not available)", config_.listen)));
   }
   // Debian's httplib is a compiled library that listens with a backlog of 5: connections
   // beyond that while the acceptor is busy (a burst of scrapers and API clients) would see

@@ -81,6 +81,12 @@ class readiness {
   std::atomic<std::int64_t> allowance_ms_{0};  // a long_step's limit, or 0
 };
 
+// Why `config`'s address cannot be listened on (in use, not an address of this machine,
+// a name that does not resolve, a port that needs privileges), found by binding it for a
+// moment and letting go; nullopt when it can be, as far as that shows. Port 0 always can.
+// For a start that fails before anything else is started, and for start()'s message.
+[[nodiscard]] std::optional<std::string> cannot_listen(const http_config& config);
+
 // Serves on its own thread from start() to stop(). Handlers only read: the metrics
 // registry and the pipelines (under each pipeline's lock). Thread-safe.
 class http_server {

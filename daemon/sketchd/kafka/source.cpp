@@ -708,9 +708,19 @@ void source::close() {
           kCloseStepWait.count());
     } else {
       err = rd_kafka_event_error(ev);
+      if (!err) {
+        // Said, so that an operator reading the stop sees where the next start begins.
+        int committed = 0;
+        if (const rd_kafka_topic_partition_list_t* l = rd_kafka_event_topic_partition_list(ev)) {
+          for (int i = 0; i < l->cnt; ++i)
+            committed += l->elems[i].err == 0 && l->elems[i].offset >= 0;
+        }
+        log()->info("final commit: the offsets of {} partition(s) committed", committed);
+      }
       rd_kafka_event_destroy(ev);
     }
   }
+  if (err == RD_KAFKA_RESP_ERR__NO_OFFSET) log()->info("final commit: nothing new to commit");
   if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET)
     log()->warn("final commit failed: {}", rd_kafka_err2str(err));
   // Leaving the group: rebalance callbacks during the close run here, on the owner's thread.
