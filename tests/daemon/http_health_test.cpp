@@ -2,8 +2,12 @@
 // 503 "stalled" once the processing thread has not beaten for longer than the stall limit,
 // and 200 again at its next beat. The limit here is 200 ms instead of a minute; the test
 // sleeps well past it, so the outcome does not depend on the machine's speed.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -93,6 +97,88 @@ TEST(HttpHealth, TheDefaultLimitIsAMinute) {
   const readiness ready;
   EXPECT_EQ(ready.stall_limit(), std::chrono::milliseconds(60'000));
   EXPECT_FALSE(ready.stalled().has_value());  // counted from construction
+}
+
+// What a connection answers to `requests`, sent whole, or a byte every `pace` when it is not
+// zero, read until the server closes the connection or goes quiet for 3 s.
+std::string converse(int port, const std::string& requests, std::chrono::milliseconds pace = 0ms) {
+  const int sock = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(sock, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  if (pace == 0ms) {
+    EXPECT_EQ(::send(sock, requests.data(), requests.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(requests.size()));
+  } else {
+    for (const char c : requests) {
+      if (::send(sock, &c, 1, MSG_NOSIGNAL) != 1) break;  // the server gave up on us
+      std::this_thread::sleep_for(pace);
+    }
+  }
+  const timeval quiet{3, 0};
+  ::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &quiet, sizeof quiet);
+  std::string answer;
+  char buffer[4096];
+  for (ssize_t n; (n = ::recv(sock, buffer, sizeof buffer, 0)) > 0;) answer.append(buffer, n);
+  ::close(sock);
+  return answer;
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Headers of up to 64 KiB in all are read; beyond, a 431 and the connection closed, however
+// many lines they come in (httplib bounds each line, 8,192 bytes, but not their number).
+TEST(HttpLimits, RequestHeadersAreBoundedInAll) {
+  served s;
+  std::string headers;
+  for (int i = 0; i < 60; ++i)
+    headers += "X-" + std::to_string(i) + ": " + std::string(1000, 'c') + "\r\n";
+  std::string answer = converse(
+      s.port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + headers + "\r\n");
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << answer.substr(0, 200);
+  for (int i = 60; i < 300; ++i)
+    headers += "X-" + std::to_string(i) + ": " + std::string(1000, 'c') + "\r\n";
+  // Two requests: the second is never read, the connection closes after the first answer.
+  answer = converse(s.port, "GET /healthz HTTP/1.1\r\nHost: x\r\n" + headers + "\r\n" +
+                                "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(answer.rfind("HTTP/1.1 431 Request Header Fields Too Large\r\n", 0), 0u)
+      << answer.substr(0, 200);
+  EXPECT_NE(answer.find("{\"error\":\"the request's headers are larger than 64 KiB\"}"),
+            std::string::npos);
+  EXPECT_EQ(count(answer, "HTTP/1.1 "), 1u);
+}
+
+// A request whose line and headers take longer than 10 s to arrive (a byte every 0.4 s, as a
+// slow-loris client sends them) is answered 408 and its connection closed, at about 10 s.
+TEST(HttpLimits, ARequestMustArriveWithinTenSeconds) {
+  served s;
+  const auto start = std::chrono::steady_clock::now();
+  const std::string answer = converse(
+      s.port, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + std::string(40, 'z') + "\r\n\r\n",
+      400ms);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(answer.rfind("HTTP/1.1 408 Request Timeout\r\n", 0), 0u) << answer.substr(0, 200);
+  EXPECT_NE(answer.find("the request took longer than 10 s to send"), std::string::npos);
+  // 10 s after the first byte, plus the 3 s this side waits for a quiet socket at most.
+  EXPECT_GE(took, 10s);
+  EXPECT_LT(took, 16s);
+}
+
+// Kept alive as httplib keeps connections: five requests on one connection are answered, the
+// fifth with "Connection: close"; pipelined ones too.
+TEST(HttpLimits, AConnectionServesFiveRequests) {
+  served s;
+  std::string five;
+  for (int i = 0; i < 5; ++i) five += "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string answer = converse(s.port, five + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(count(answer, "HTTP/1.1 200 OK\r\n"), 5u) << answer;
+  EXPECT_EQ(count(answer, "Connection: close\r\n"), 1u) << answer;
 }
 
 }  // namespace

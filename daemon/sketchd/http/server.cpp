@@ -4,14 +4,18 @@
 #include <httplib.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -105,9 +109,11 @@ void refuse_method(httplib::Response& res) {
   json_error(res, 405, "the API is read-only: GET (or HEAD) only");
 }
 
-// An Accept-Encoding value without the codings it refuses ("gzip;q=0"). httplib compresses
-// with gzip or br whenever the header's text contains the coding's name, whatever its
-// weight.
+// An Accept-Encoding value without the codings it refuses ("gzip;q=0"), nor brotli. httplib
+// compresses with gzip or br whenever the header's text contains the coding's name,
+// whatever its weight, and prefers br; its brotli runs at the slowest quality (11), which
+// took 10-17 s of a core for a 6 MB /metrics (gzip: 0.12 s). A member that contains "br" is
+// dropped, since httplib looks for those two letters anywhere.
 std::string accepted_codings(std::string_view header) {
   const auto trim = [](std::string_view v) {
     while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
@@ -131,7 +137,7 @@ std::string accepted_codings(std::string_view header) {
         refused = weight[0] == '0' && weight.find_first_not_of("0.", 1) == std::string_view::npos;
       }
     }
-    if (member.empty() || refused) continue;
+    if (member.empty() || refused || member.find("br") != std::string_view::npos) continue;
     if (!out.empty()) out += ", ";
     out += member;
   }
@@ -257,12 +263,149 @@ class growing_pool final : public httplib::TaskQueue {
   bool stopping_ = false;
 };
 
+// The timeouts of a connection (routes() gives httplib the same, for its own use).
+constexpr std::chrono::seconds kReadTimeout{5};
+constexpr std::chrono::seconds kWriteTimeout{5};
+constexpr std::chrono::seconds kKeepAliveTimeout{1};
+// What a request may send, its line and headers (and a body, which no route reads), and
+// how long it may take to send it. httplib 0.11 bounds the request line (8,192 bytes) but
+// neither the headers nor their time: a client sending 256 MiB of headers had sketchd
+// hold 3 GB, and one sending a byte a second held a worker for as long as it liked.
+constexpr std::size_t kMaxRequestBytes = 64 * 1024;
+constexpr std::chrono::seconds kRequestDeadline{10};
+
+// Set by the connection's stream when the request went past those bounds, for the error
+// handler's answer (the worker's thread handles one connection at a time).
+enum class request_overrun { none, too_large, too_slow };
+thread_local request_overrun overrun = request_overrun::none;
+
+// A connection's socket, as httplib's own socket stream (a read buffer, since httplib reads
+// the headers a byte at a time; waits bounded by the timeouts), each request within
+// kMaxRequestBytes and kRequestDeadline from begin_request(). The buffer lasts the
+// connection, so that requests sent one after the other without waiting (pipelined) are
+// all answered; httplib's own stream, one per request, dropped those it had read ahead.
+class bounded_socket_stream final : public httplib::Stream {
+ public:
+  explicit bounded_socket_stream(socket_t sock) : sock_(sock) {}
+
+  [[nodiscard]] bool has_read_ahead() const { return offset_ < filled_; }
+
+  void begin_request() {
+    deadline_ = std::chrono::steady_clock::now() + kRequestDeadline;
+    read_ = filled_ - offset_;  // read ahead from the socket: this request's
+  }
+
+  bool is_readable() const override { return wait(POLLIN, kReadTimeout); }
+  bool is_writable() const override { return wait(POLLOUT, kWriteTimeout); }
+
+  ssize_t read(char* ptr, std::size_t size) override {
+    if (offset_ < filled_) {
+      const std::size_t n = std::min(size, filled_ - offset_);
+      std::memcpy(ptr, buffer_.data() + offset_, n);
+      offset_ += n;
+      return static_cast<ssize_t>(n);
+    }
+    if (read_ >= kMaxRequestBytes) return refuse(request_overrun::too_large);
+    const auto left = deadline_ - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero())
+      return refuse(request_overrun::too_slow);
+    if (!wait(POLLIN, std::min<std::chrono::steady_clock::duration>(left, kReadTimeout))) {
+      return std::chrono::steady_clock::now() >= deadline_ ? refuse(request_overrun::too_slow) : -1;
+    }
+    const std::size_t room = std::min(buffer_.size(), kMaxRequestBytes - read_);
+    const ssize_t n = ::recv(sock_, buffer_.data(), room, 0);
+    if (n <= 0) return n;
+    read_ += static_cast<std::size_t>(n);
+    filled_ = static_cast<std::size_t>(n);
+    offset_ = 0;
+    return read(ptr, size);
+  }
+
+  ssize_t write(const char* ptr, std::size_t size) override {
+    if (!is_writable()) return -1;
+    return ::send(sock_, ptr, size, MSG_NOSIGNAL);
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    address(::getpeername, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    address(::getsockname, ip, port);
+  }
+  socket_t socket() const override { return sock_; }
+
+ private:
+  ssize_t refuse(request_overrun why) {
+    overrun = why;
+    return -1;
+  }
+
+  bool wait(short events, std::chrono::steady_clock::duration timeout) const {
+    pollfd p{sock_, events, 0};
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(timeout).count();
+    int rc = 0;
+    do {
+      rc = ::poll(&p, 1, static_cast<int>(ms));
+    } while (rc < 0 && errno == EINTR);
+    return rc > 0;
+  }
+
+  template <typename Get>
+  void address(Get get, std::string& ip, int& port) const {
+    sockaddr_storage a{};
+    socklen_t len = sizeof a;
+    if (get(sock_, reinterpret_cast<sockaddr*>(&a), &len) != 0) return;
+    char host[NI_MAXHOST];
+    char service[NI_MAXSERV];
+    if (::getnameinfo(reinterpret_cast<sockaddr*>(&a), len, host, sizeof host, service,
+                      sizeof service, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+      return;
+    ip = host;
+    port = std::atoi(service);
+  }
+
+  socket_t sock_;
+  std::chrono::steady_clock::time_point deadline_{};
+  std::array<char, 4096> buffer_{};
+  std::size_t offset_ = 0;
+  std::size_t filled_ = 0;
+  std::size_t read_ = 0;  // bytes of this request read from the socket
+};
+
+// httplib's server, each connection served through bounded_socket_stream; otherwise as
+// httplib serves it (up to keep_alive_max_count requests, each awaited for the keep-alive
+// timeout). httplib's own loop, which this replaces, is a private virtual function.
+class bounded_server final : public httplib::Server {
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    bool ok = false;
+    bounded_socket_stream stream(sock);
+    for (std::size_t left = keep_alive_max_count_; left > 0 && is_running(); --left) {
+      pollfd p{sock, POLLIN, 0};
+      if (!stream.has_read_ahead() &&
+          ::poll(&p, 1, static_cast<int>(std::chrono::milliseconds(kKeepAliveTimeout).count())) <=
+              0)
+        break;
+      stream.begin_request();
+      overrun = request_overrun::none;
+      bool closed = false;
+      ok = process_request(stream, /*close_connection=*/left == 1, closed, nullptr);
+      // Past the bounds, the rest of what the client sends is not a request.
+      if (!ok || closed || overrun != request_overrun::none) break;
+    }
+    overrun = request_overrun::none;
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return ok;
+  }
+};
+
 }  // namespace
 
 http_server::http_server(const http_config& config, const metrics::registry& registry,
                          std::vector<const pipeline*> pipelines, const readiness& ready)
     : http_server(config, registry, std::move(pipelines), ready,
-                  std::make_unique<httplib::Server>()) {}
+                  std::make_unique<bounded_server>()) {}
 
 http_server::http_server(const http_config& config, const metrics::registry& registry,
                          std::vector<const pipeline*> pipelines, const readiness& ready,
@@ -279,12 +422,12 @@ http_server::~http_server() { stop(); }
 
 void http_server::routes() {
   auto& s = *server_;
-  s.set_read_timeout(std::chrono::seconds(5));
-  s.set_write_timeout(std::chrono::seconds(5));
+  s.set_read_timeout(kReadTimeout);
+  s.set_write_timeout(kWriteTimeout);
   // An idle kept-alive connection holds its worker, and stop() waits for every worker: one
   // second bounds how long a scraper's idle connection delays a stop. (Prometheus scrapes
   // every 15 s or so, and never reuses a connection kept open for less.)
-  s.set_keep_alive_timeout(1);
+  s.set_keep_alive_timeout(kKeepAliveTimeout.count());
   // A worker per connection, as many as there are connections (growing_pool above). Every
   // worker may take a pipeline lock for one batch at most.
   s.new_task_queue = [] { return new growing_pool; };  // owned by httplib
@@ -397,7 +540,7 @@ void http_server::routes() {
       auto& request = const_cast<httplib::Request&>(req);
       request.ranges.clear();
       res.set_header("Accept-Ranges", "none");
-      // Answers are compressed (gzip or br) for a client that accepts it, and only then.
+      // Answers are compressed (gzip) for a client that accepts it, and only then.
       const auto [first, last] = request.headers.equal_range("Accept-Encoding");
       for (auto it = first; it != last; ++it) it->second = accepted_codings(it->second);
       res.set_header("Vary", "Accept-Encoding");
@@ -417,6 +560,18 @@ void http_server::routes() {
         (req.version == "HTTP/1.1" || req.version == "HTTP/1.0")) {
       return refuse_method(res);
     }
+    if (overrun == request_overrun::too_large) {
+      res.set_header("Connection", "close");
+      return json_error(
+          res, 431,
+          fmt::format("the request's headers are larger than {} KiB", kMaxRequestBytes / 1024));
+    }
+    if (overrun == request_overrun::too_slow) {
+      res.set_header("Connection", "close");
+      return json_error(
+          res, 408,
+          fmt::format("the request took longer than {} s to send", kRequestDeadline.count()));
+    }
     if (res.body.empty()) {
       // httplib's own refusals (no route, a request it cannot parse, a request line longer
       // than its 8,192 bytes) say what was wrong.
@@ -433,7 +588,7 @@ void http_server::routes() {
               "bytes, or 2700 percent-encoded binary bytes, cannot be asked about)";
           break;
         case 400:
-          message = "malformed HTTP request";
+          message = "malformed HTTP request, or a header line longer than 8192 bytes";
           break;
         default:
           message = fmt::format("HTTP {}", res.status);
