@@ -406,6 +406,11 @@ bool processor::start_behind_commit(const kafka::topic_partition& tp, std::int64
   return true;
 }
 
+void processor::start_known(const kafka::topic_partition& tp, std::int64_t start) {
+  const auto it = positions_.find(std::make_pair(tp.topic_index, tp.partition));
+  if (it != positions_.end() && it->second < 0) it->second = start;
+}
+
 std::optional<std::int64_t> processor::take_restored_position(const kafka::topic_partition& tp) {
   const auto it = restored_.find(std::make_pair(tp.topic_index, tp.partition));
   if (it == restored_.end()) return std::nullopt;

@@ -92,6 +92,10 @@ class processor {
   // the windows): it starts at `committed`. Either way it is logged.
   bool start_behind_commit(const kafka::topic_partition& tp, std::int64_t start,
                            std::int64_t committed);
+  // A partition assigned without a snapshot's position starts reading at `start` (see
+  // kafka::source::on_start_known): its state position until its first message is
+  // processed, so that a snapshot written before then holds it.
+  void start_known(const kafka::topic_partition& tp, std::int64_t start);
 
   // Every output acknowledged and no failure: the pipelines' state reflects exactly the
   // messages before positions(), and all of their outputs are delivered.

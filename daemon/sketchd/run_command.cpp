@@ -521,6 +521,9 @@ int run(const config& cfg) {
     return start;
   });
   source.on_assignment([&proc] { proc.assignment_begins(); });
+  source.on_start_known([&proc](const kafka::topic_partition& tp, std::int64_t start) {
+    proc.start_known(tp, start);
+  });
   source.on_start_behind_commit(
       [&proc](const kafka::topic_partition& tp, std::int64_t start, std::int64_t committed) {
         return proc.start_behind_commit(tp, start, committed);

@@ -164,6 +164,26 @@ TEST(Processor, AnEmptyAssignmentEndsTheRestoredPositions) {
   EXPECT_TRUE(f.proc.positions().empty());
 }
 
+// A partition assigned without a snapshot's position has, until its first message is
+// processed, the start its reading begins at as its position: a snapshot written before
+// then holds it (a restart reads what was processed of it after the snapshot into the
+// windows again). A restored position, or a message's, is not overridden.
+TEST(Processor, APartitionWithoutMessagesYetHasItsStartAsPosition) {
+  fixture f;
+  f.proc.assignment_begins();
+  f.proc.assigned(kPartition, std::nullopt);
+  EXPECT_TRUE(f.proc.positions().empty());  // not known yet
+  f.proc.start_known(kPartition, 40);
+  ASSERT_EQ(f.proc.positions().size(), 1u);
+  EXPECT_EQ(f.proc.positions()[0].next_offset, 40);
+  EXPECT_EQ(f.process(40, 45), std::vector<std::int64_t>{45});
+  f.proc.start_known(kPartition, 40);  // late: the message's position stays
+  EXPECT_EQ(f.proc.positions()[0].next_offset, 45);
+  // Another partition, not assigned: nothing.
+  f.proc.start_known(kafka::topic_partition{0, 7}, 3);
+  EXPECT_EQ(f.proc.positions().size(), 1u);
+}
+
 double incomplete_seconds(const pipeline& p) {
   return test_support::pipeline_gauge(p, "sketchd_cms_window_incomplete_seconds");
 }

@@ -14,8 +14,14 @@
 #      - lost 0: every item counted first-seen is in the output topic;
 #      - duplicated 0: everything forwarded before the kill was committed, and chunk 2's
 #        items are in the windows again when chunk 3 repeats them.
-# Both also check the false-positive allowance of dedup_forward_test.sh, and print the
-# lost and duplicated counts as figures.
+# 3. The same with a partition that had no message yet when the snapshot was written
+#    (chunk 1 on partition 0 only, then chunk 2 on partition 1, committed, kill -9, chunk 3
+#    on partition 1): the snapshot holds partition 1 at its start all the same, so the
+#    restart reads chunk 2 again into its windows: duplicated 0. (A snapshot that left the
+#    partition out had the restart start at the commit and forward again the items of
+#    chunk 3 first seen in chunk 2.)
+# All check the false-positive allowance of dedup_forward_test.sh, and print the lost and
+# duplicated counts as figures.
 #
 # Usage: restart_test.sh PATH/TO/sketchd
 set -euo pipefail
@@ -24,7 +30,7 @@ itest_init "$@"
 
 fpr=0.001
 chunk=5000
-start_mock_kafka in-term:4 out-term:4 in-kill:4 out-kill:4
+start_mock_kafka in-term:4 out-term:4 in-kill:4 out-kill:4 in-idle:2 out-idle:2
 
 "$python" - "$work" "$chunk" <<'EOF'
 import json, random, sys
@@ -67,6 +73,24 @@ EOF
 # value SERIES: the sample of the last scrape.
 value() { require_value "$work/metrics.txt" "$1"; }
 
+# forward_chunk NAME CHUNK [KCAT ARGS…]: produces $work/CHUNK to in-NAME and waits until
+# the running daemon has read its $chunk events and forwarded its first-seen ones, their
+# number in $forwarded.
+forward_chunk() {
+  local name=$1 file=$2
+  shift 2
+  produce "in-$name" -K'|' "$@" <"$work/$file"
+  wait_metric 'sketchd_pipeline_items_total{pipeline="orders"}' -eq "$chunk" 60
+  forwarded=$(value 'sketchd_dedup_first_seen_total{pipeline="orders"}')
+  wait_metric 'sketchd_dedup_forwarded_total{pipeline="orders"}' -eq "$forwarded" 30
+}
+
+# stop_daemon: SIGTERM, and a clean exit within 10 s.
+stop_daemon() {
+  stop_process "$daemon_pid" 10 || fail "sketchd did not stop within 10 s of SIGTERM"
+  [[ $stop_status == 0 ]] || fail "sketchd exited with status $stop_status after SIGTERM"
+}
+
 # check_output NAME MAX_DUPLICATES FIRST_SEEN: the output topic against the input.
 check_output() {
   kcat -C -b "$bootstrap" -t "out-$1" -o beginning -e -q -f '%k\n' >"$work/out-$1.keys" || fail "kcat could not read out-$1"
@@ -94,8 +118,7 @@ wait_metric 'sketchd_pipeline_items_total{pipeline="orders"}' -eq "$chunk" 60
 produce in-term -K'|' <"$work/chunk2" &
 producer=$!
 wait_metric 'sketchd_pipeline_items_total{pipeline="orders"}' -gt "$chunk" 60
-stop_process "$daemon_pid" 10 || fail "sketchd did not stop within 10 s of SIGTERM"
-[[ $stop_status == 0 ]] || fail "sketchd exited with status $stop_status after SIGTERM"
+stop_daemon
 wait "$producer" || fail "producing chunk 2 failed"
 # Run 1's last batches came after the last scrape: its total is in its last log line.
 items1=$(sed -n 's/.*stopped after consuming \([0-9]*\) message.*/\1/p' "$work/term-1.err")
@@ -134,20 +157,15 @@ log "SIGTERM: run 1 read $items1 events, run 2 the other $items2: each event rea
 # second time (hundreds of duplicates here).
 port=$(free_port)
 write_config kill 1h
-produce in-kill -K'|' <"$work/chunk1"
 start_daemon "$work/kill.yaml" kill-1
-wait_metric 'sketchd_pipeline_items_total{pipeline="orders"}' -eq "$chunk" 60
-fw1=$(value 'sketchd_dedup_first_seen_total{pipeline="orders"}')
-wait_metric 'sketchd_dedup_forwarded_total{pipeline="orders"}' -eq "$fw1" 30
-stop_process "$daemon_pid" 10 || fail "sketchd did not stop within 10 s of SIGTERM"
-[[ $stop_status == 0 ]] || fail "sketchd exited with status $stop_status after SIGTERM"
+forward_chunk kill chunk1
+fw1=$forwarded
+stop_daemon
 
 start_daemon "$work/kill.yaml" kill-2
 check_log "$work/kill-2.err" "restored snapshot"
-produce in-kill -K'|' <"$work/chunk2"
-wait_metric 'sketchd_pipeline_items_total{pipeline="orders"}' -eq "$chunk" 60
-fw2=$(value 'sketchd_dedup_first_seen_total{pipeline="orders"}')
-wait_metric 'sketchd_dedup_forwarded_total{pipeline="orders"}' -eq "$fw2" 30
+forward_chunk kill chunk2
+fw2=$forwarded
 # Committed: the lag, from statistics newer than the forwarding (every 500 ms), is 0.
 wait_committed 4 60 1
 kill -KILL "$daemon_pid"
@@ -175,4 +193,41 @@ scrape
 stop_process "$daemon_pid" 10 || fail "sketchd did not stop within 10 s of SIGTERM"
 check_output kill 0 $((fw1 + fw2 + fw3))
 log "kill -9: run 3 read chunk 2 again into its windows ($replayed partitions) and forwarded $fw3 of chunk 3"
+
+# --- 3. kill -9, a partition without messages at the snapshot ------------------------------
+port=$(free_port)
+write_config idle 1h
+start_daemon "$work/idle.yaml" idle-1
+forward_chunk idle chunk1 -p 0
+fw1=$forwarded
+stop_daemon
+
+start_daemon "$work/idle.yaml" idle-2
+# Partition 1 too, though none of its messages had been read.
+check_log "$work/idle-2.err" "restored snapshot .* \\(1 pipeline\\(s\\), 2 partition position\\(s\\)\\)"
+forward_chunk idle chunk2 -p 1
+fw2=$forwarded
+# Committed: partition 1's lag, from statistics newer than the forwarding, is 0. (Partition
+# 0, started at its restored position, has no lag series until something is committed.)
+sleep 1
+wait_metric 'sketchd_kafka_consumer_lag_messages{topic="in-idle",partition="1"}' -eq 0 60
+kill -KILL "$daemon_pid"
+wait "$daemon_pid" 2>/dev/null || true
+log "run 2 killed after forwarding and committing chunk 2 on partition 1 ($fw2 first-seen)"
+
+start_daemon "$work/idle.yaml" idle-3
+deadline=$((SECONDS + 60))
+until grep -q "; 2 assigned now" "$work/idle-3.err"; do
+  ((SECONDS < deadline)) || fail "run 3 did not get the 2 partitions within 60 s"
+  sleep 0.2
+done
+check_log "$work/idle-3.err" "partition in-idle \\[1\\] starts at offset 0 \\(restored state\\); the $chunk message\\(s\\) before"
+produce in-idle -K'|' -p 1 <"$work/chunk3"
+wait_metric 'sketchd_pipeline_items_total{pipeline="orders"}' -eq $((2 * chunk)) 60
+sleep 1
+wait_metric 'sketchd_kafka_consumer_lag_messages{topic="in-idle",partition="1"}' -eq 0 60
+fw3=$(value 'sketchd_dedup_forwarded_total{pipeline="orders"}')
+stop_process "$daemon_pid" 10 || fail "sketchd did not stop within 10 s of SIGTERM"
+check_output idle 0 $((fw1 + fw2 + fw3))
+log "kill -9, partition 1 without messages at the snapshot: run 3 read chunk 2 again and forwarded $fw3 of chunk 3"
 log "PASS"

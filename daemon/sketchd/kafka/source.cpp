@@ -88,6 +88,13 @@ namespace {
 // stopped, or another member processed the partition since), are returned with the
 // committed offset, for the owner to decide. Should the committed offsets be unreadable,
 // every partition starts at its restored position.
+//
+// Also the starts of the other partitions, as far as the group's committed offsets tell
+// them (`known`: index in partitions, offset): a snapshot written before a partition's first
+// message is processed holds that position, so that a restart reads what this instance
+// processes of it afterwards into the windows again, even when it was committed since.
+// `from_earliest`: a partition without a commit is read from its start (offset 0 stands for
+// it: at a restart, before the log's first offset is read from the log's first message).
 struct behind_commit {
   int index;  // in partitions
   std::int64_t start;
@@ -95,28 +102,48 @@ struct behind_commit {
 };
 std::vector<behind_commit> start_at_restored_positions(
     rd_kafka_t* rk, rd_kafka_topic_partition_list_t* partitions,
-    const std::vector<std::optional<std::int64_t>>& starts) {
+    const std::vector<std::optional<std::int64_t>>& starts, bool from_earliest,
+    std::vector<std::pair<int, std::int64_t>>& known) {
   std::vector<behind_commit> behind;
+  if (partitions->cnt == 0) return behind;
   const topic_partition_list_ptr committed(rd_kafka_topic_partition_list_new(partitions->cnt));
+  bool restored = false;
   for (int i = 0; i < partitions->cnt; ++i) {
-    if (starts[static_cast<std::size_t>(i)]) {
-      rd_kafka_topic_partition_list_add(committed.get(), partitions->elems[i].topic,
-                                        partitions->elems[i].partition);
-    }
+    rd_kafka_topic_partition_list_add(committed.get(), partitions->elems[i].topic,
+                                      partitions->elems[i].partition);
+    restored = restored || starts[static_cast<std::size_t>(i)].has_value();
   }
-  if (committed->cnt == 0) return behind;
   constexpr int kCommittedWaitMs = 10000;
   const rd_kafka_resp_err_t err = rd_kafka_committed(rk, committed.get(), kCommittedWaitMs);
-  if (err) {
+  if (err && restored) {
     log()->warn(
         "cannot read the group's committed offsets ({}): the restored partitions start at the "
         "snapshot's positions, and what the group processed after the snapshot is processed "
         "(and forwarded) again",
         rd_kafka_err2str(err));
+  } else if (err) {
+    log()->warn(
+        "cannot read the group's committed offsets ({}): a snapshot written before the first "
+        "message of each assigned partition is processed leaves that partition out, and a "
+        "restart from it forwards again the items of that partition which were first seen "
+        "before it",
+        rd_kafka_err2str(err));
   }
   for (int i = 0; i < partitions->cnt; ++i) {
     const auto& start = starts[static_cast<std::size_t>(i)];
-    if (!start) continue;
+    if (!start) {
+      const rd_kafka_topic_partition_t* group =
+          err ? nullptr
+              : rd_kafka_topic_partition_list_find(committed.get(), partitions->elems[i].topic,
+                                                   partitions->elems[i].partition);
+      if (group == nullptr || group->err != RD_KAFKA_RESP_ERR_NO_ERROR) continue;
+      if (group->offset >= 0) {
+        known.emplace_back(i, group->offset);
+      } else if (from_earliest) {
+        known.emplace_back(i, 0);
+      }
+      continue;
+    }
     auto& tp = partitions->elems[i];
     tp.offset = *start;
     const rd_kafka_topic_partition_t* group =
@@ -212,8 +239,20 @@ struct source::callbacks {
     } else {
       self->assigned_once_ = true;
       self->run_on_owner(request);
+      std::vector<std::pair<int, std::int64_t>> known;
       const std::vector<behind_commit> behind =
-          start_at_restored_positions(rk, partitions, request.starts);
+          start_at_restored_positions(rk, partitions, request.starts, self->from_earliest_, known);
+      if (!known.empty()) {
+        std::vector<topic_partition> known_list;
+        hook_request tell;
+        tell.what = hook_request::kind::start_known;
+        for (const auto& [index, offset] : known) {
+          known_list.push_back(list[static_cast<std::size_t>(index)]);
+          tell.committed.push_back(offset);
+        }
+        tell.partitions = known_list;
+        self->run_on_owner(tell);
+      }
       if (!behind.empty()) {
         std::vector<topic_partition> behind_list;
         hook_request ask;
@@ -384,6 +423,11 @@ std::optional<std::string> consumer_refusal(const property_map& properties) {
 source::source(const source_options& options)
     : options_(options), consumer_(nullptr, [](rd_kafka_s*) {}) {
   client_config conf = consumer_config(options_.properties);
+  if (const auto reset = options_.properties.find("auto.offset.reset");
+      reset != options_.properties.end()) {
+    from_earliest_ =
+        reset->second == "earliest" || reset->second == "smallest" || reset->second == "beginning";
+  }
   conf.set("bootstrap.servers", options_.bootstrap_servers);
   conf.set("group.id", options_.group_id);
   rd_kafka_conf_set_rebalance_cb(conf.get(), &callbacks::rebalance);
@@ -544,6 +588,11 @@ void source::run_hook(hook_request& request) {
       if (!on_assign_) return;
       for (std::size_t i = 0; i < request.partitions.size(); ++i)
         request.starts[i] = on_assign_(request.partitions[i]);
+      return;
+    case hook_request::kind::start_known:
+      if (!on_start_known_) return;
+      for (std::size_t i = 0; i < request.partitions.size(); ++i)
+        on_start_known_(request.partitions[i], request.committed[i]);
       return;
     case hook_request::kind::behind_commit:
       request.start_behind.assign(request.partitions.size(), false);

@@ -156,6 +156,15 @@ class source {
           hook) {
     on_start_behind_commit_ = std::move(hook);
   }
+  // Called inside poll_batch(), after on_assign, for each partition assigned without a start
+  // from on_assign: the offset its reading starts at, as known at the assignment (the
+  // group's committed offset; 0, the log's first message or before it, for a partition the
+  // group has never committed when auto.offset.reset reads from the earliest). Not called
+  // when that cannot be known (the committed offsets cannot be read, or the reading starts
+  // at the log's end).
+  void on_start_known(std::function<void(const topic_partition&, std::int64_t start)> hook) {
+    on_start_known_ = std::move(hook);
+  }
 
   // Stops fetching from every assigned partition, and from partitions assigned later.
   // poll_batch() then returns nothing while the consumer stays in its group.
@@ -206,10 +215,16 @@ class source {
   };
   // A rebalance hook to run on the owner's thread, posted by the poller's rebalance callback.
   struct hook_request {
-    enum class kind : std::uint8_t { assign, revoke, behind_commit } what = kind::assign;
+    enum class kind : std::uint8_t {
+      assign,
+      revoke,
+      behind_commit,
+      start_known
+    } what = kind::assign;
     std::span<const topic_partition> partitions;
     // assign: out, per partition. behind_commit: in, the starts and the committed offsets
-    // of `partitions`; out, whether each starts there anyway.
+    // of `partitions`; out, whether each starts there anyway. start_known: in, the starts
+    // (in `committed`).
     std::vector<std::optional<std::int64_t>> starts;
     std::vector<std::int64_t> committed;
     std::vector<bool> start_behind;
@@ -229,6 +244,9 @@ class source {
   std::function<std::optional<std::int64_t>(const topic_partition&)> on_assign_;
   std::function<void()> on_assignment_;
   std::function<bool(const topic_partition&, std::int64_t, std::int64_t)> on_start_behind_commit_;
+  std::function<void(const topic_partition&, std::int64_t)> on_start_known_;
+  bool from_earliest_ =
+      true;  // auto.offset.reset reads a partition without a commit from its start
   std::atomic<bool> paused_{false};
   std::atomic<bool> assigned_once_{false};  // a rebalance has assigned partitions (even none)
   std::atomic<bool> closing_{false};        // close() has begun
