@@ -416,11 +416,23 @@ int run(const config& cfg) {
   // /readyz and /healthz. The processor calls its stop check every 10 ms while it waits on a
   // full producer queue: waiting on the output cluster is not a stall. The start (the
   // clients, the generator's tables) and the stop are long steps.
+  //
+  // A stop request does not give up on a full queue at once: the batch in hand goes on
+  // being queued for kQueueGrace, so that a stop while the output is merely slow (the queue
+  // full, the brokers answering) still delivers the batch and writes the final snapshot,
+  // within the stop's 10 s (kFinalWait, counted from the request); only outputs that cannot
+  // be queued by then are left to the restart.
+  static constexpr std::chrono::seconds kQueueGrace{5};
+  static constexpr std::chrono::seconds kFinalWait{10};
+  std::optional<std::chrono::steady_clock::time_point> stop_seen;  // processing thread's
   readiness ready;
   std::optional<readiness::long_step> starting(std::in_place, ready);
-  processor proc(cfg, writers, so.topics, bootstrap, [&ready] {
+  processor proc(cfg, writers, so.topics, bootstrap, [&ready, &stop_seen] {
     ready.beat();
-    return stop_requested.load();
+    if (!stop_requested.load()) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (!stop_seen) stop_seen = now;
+    return now - *stop_seen >= kQueueGrace;
   });
   // A restored event clock holds still from the group's first assignment on, not from start.
   for (pipeline* p : writers) p->hold_until_assigned();
@@ -744,9 +756,14 @@ int run(const config& cfg) {
               sigabbrev_np(stop_signal.load()));
   }
   if (gen) gen->stop();
+  if (!stop_seen) stop_seen = std::chrono::steady_clock::now();
+  // What is left of the stop's kFinalWait after the batch (at least a second).
+  const auto final_wait = std::max<std::chrono::milliseconds>(
+      std::chrono::seconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   *stop_seen + kFinalWait - std::chrono::steady_clock::now()));
   if (status == 0) {
     if (store && !proc.failed()) {
-      if (!take_snapshot(std::chrono::seconds(10), /*stoppable=*/false)) {
+      if (!take_snapshot(final_wait, /*stoppable=*/false)) {
         // Nothing is lost (the offsets of what was delivered are committed below), but the
         // next start restores an older snapshot: say so in the exit status.
         log->error(
@@ -757,7 +774,7 @@ int run(const config& cfg) {
     } else {
       to_store.clear();
       // quiescent(): also outputs never queued, given up on a full queue at the stop.
-      if (!proc.flush(std::chrono::seconds(10), to_store) || !proc.quiescent()) {
+      if (!proc.flush(final_wait, to_store) || !proc.quiescent()) {
         log->warn(
             "outputs still undelivered at shutdown: their input messages will be read again after "
             "a restart");
