@@ -589,8 +589,8 @@ int run(const config& cfg) {
                    {{{}, static_cast<double>(source.commit_failures())}}});
     metrics::metric_family uncommitted{
         "sketchd_kafka_uncommitted_messages",
-        "Input messages processed (offsets stored) and not yet committed: what a crash would "
-        "read, and forward, again.",
+        "Input messages read and not yet committed: what a crash would read again (and "
+        "forward again, those whose outputs were delivered).",
         metrics::metric_type::gauge,
         {}};
     if (const std::optional<std::int64_t> n = source.uncommitted_messages())

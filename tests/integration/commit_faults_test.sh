@@ -7,7 +7,7 @@
 #   - the cluster fails the next 40 OffsetCommit requests (REBALANCE_IN_PROGRESS, as while
 #     a group rebalances; about 20 s of commits): 300 more events are processed, and the
 #     uncommitted messages reach 300 (a crash now would read them all again), with the
-#     failures counted;
+#     failures counted and logged (one warning every 10 s at most, with the reason);
 #   - the faults cleared: the uncommitted messages come back to 0.
 #
 # Usage: commit_faults_test.sh PATH/TO/sketchd
@@ -48,6 +48,7 @@ wait_metric 'sketchd_messages_consumed_total{topic="events"}' -eq 500 30
 wait_metric 'sketchd_kafka_uncommitted_messages' -eq 300 15
 failures=$(require_value "$work/metrics.txt" 'sketchd_kafka_commit_failures_total')
 ((failures >= 1)) || fail "the uncommitted messages grew, but no failed commit was counted"
+check_log "$work/sketchd.err" "committing the input offsets failed: .*REBALANCE_IN_PROGRESS"
 log "commits failing: 300 messages uncommitted, $failures failed commit(s) counted"
 
 mock_control "clear 8"

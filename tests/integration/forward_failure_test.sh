@@ -5,6 +5,8 @@
 #   - counts the failures (sketchd_dedup_forward_failures_total > 0), stops consuming
 #     (sketchd_consumption_stopped 1, no more items read), answers /readyz 503 with the
 #     reason, logs it, and stays up (metrics and the API keep answering);
+#   - shows every message read as uncommitted (sketchd_kafka_uncommitted_messages ≥ the
+#     items read: a crash would read them all again);
 #   - exits with status 1 on SIGTERM, since events were left undelivered;
 #   - never stores an offset past the failed messages: after broker 2 is back and sketchd
 #     is restarted, every item reaches the output topic (lost 0).
@@ -54,6 +56,9 @@ sleep 2
 scrape
 [[ $(require_value "$work/metrics.txt" 'sketchd_pipeline_items_total{pipeline="orders"}') == "$items" ]] \
   || fail "sketchd kept consuming after the failure"
+# Nothing was committed: a crash now would read every message read so far again.
+wait_metric 'sketchd_kafka_uncommitted_messages' -ge "$items" 15
+log "uncommitted messages: $metric (items read: $items)"
 stop_process "$daemon_pid" 10 || fail "sketchd did not stop within 10 s of SIGTERM"
 # Undelivered events at the stop: a supervisor must see a failure.
 [[ $stop_status == 1 ]] || fail "sketchd exited with status $stop_status after the failure, not 1"

@@ -309,21 +309,36 @@ struct source::callbacks {
   }
 
   // The result of each commit of stored offsets (the background one every
-  // auto.commit.interval.ms, and those at a revocation or the close); librdkafka logs a
-  // failure itself (COMMITFAIL) and tries again at the next one. Nothing to commit
-  // (_NO_OFFSET) is no failure.
+  // auto.commit.interval.ms, and those at a revocation or the close); librdkafka tries
+  // again at the next one, and does not log a failure at its default log level: it is
+  // logged here, at most one line every 10 s. Nothing to commit (_NO_OFFSET) is no failure.
   static void offset_commit(rd_kafka_t*, rd_kafka_resp_err_t err,
                             rd_kafka_topic_partition_list_t* offsets, void* opaque) {
     auto* self = static_cast<source*>(opaque);
-    bool ok = err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR__NO_OFFSET;
-    for (int i = 0; ok && offsets != nullptr && i < offsets->cnt; ++i) {
-      ok = offsets->elems[i].err == RD_KAFKA_RESP_ERR_NO_ERROR;
+    rd_kafka_resp_err_t why =
+        err == RD_KAFKA_RESP_ERR__NO_OFFSET ? RD_KAFKA_RESP_ERR_NO_ERROR : err;
+    for (int i = 0; why == RD_KAFKA_RESP_ERR_NO_ERROR && offsets != nullptr && i < offsets->cnt;
+         ++i) {
+      why = offsets->elems[i].err;
     }
-    if (!ok) self->commit_failures_.fetch_add(1, std::memory_order_relaxed);
+    if (why == RD_KAFKA_RESP_ERR_NO_ERROR) return;
+    const std::uint64_t failures =
+        self->commit_failures_.fetch_add(1, std::memory_order_relaxed) + 1;
+    const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::steady_clock::now().time_since_epoch())
+                                    .count();
+    std::int64_t last = self->commit_warning_ms_.load(std::memory_order_relaxed);
+    if (last != 0 && now_ms - last < 10'000) return;
+    if (!self->commit_warning_ms_.compare_exchange_strong(last, now_ms)) return;
+    log()->warn(
+        "committing the input offsets failed: {} ({}); tried again at the next "
+        "auto.commit.interval.ms, the messages since the last commit are read again should "
+        "sketchd stop before ({} failed commit(s) so far)",
+        rd_kafka_err2str(why), rd_kafka_err2name(why), failures);
   }
 
   // Statistics JSON: topics.<name>.partitions.<id>.consumer_lag (-1 when unknown) and the
-  // stored and committed offsets, and brokers.<name>.state of the cluster's brokers: those
+  // read, stored and committed offsets, and brokers.<name>.state of the cluster's brokers: those
   // with a node id (a bootstrap address becomes one once the metadata names it), except the
   // group coordinator's "logical" entry, a second handle on one of them.
   static int stats(rd_kafka_t*, char* json, std::size_t json_len, void* opaque) {
@@ -364,17 +379,21 @@ struct source::callbacks {
         // assigned any more.
         bool desired = true;
         if (p["desired"].get(desired) == simdjson::SUCCESS && !desired) continue;
-        // Offsets stored (their messages processed, their outputs delivered) and not yet
-        // committed, counted from the start of the partition while the group has committed
-        // nothing there (a crash would start there again, auto.offset.reset: earliest);
-        // librdkafka gives negative offsets while they are unknown.
+        // Messages read (handed to sketchd: app_offset; or stored, their outputs delivered)
+        // and not yet committed, counted from the start of the partition while the group
+        // has committed nothing there (a crash would start there again,
+        // auto.offset.reset: earliest); librdkafka gives negative offsets while they are
+        // unknown. What a crash would read again, whether its outputs were delivered (and
+        // would be forwarded again) or not (pending, or failed).
+        std::int64_t read = -1;
         std::int64_t stored = -1;
         std::int64_t committed = -1;
         std::int64_t low = -1;
-        if (p["stored_offset"].get(stored) == simdjson::SUCCESS && stored >= 0 &&
-            p["committed_offset"].get(committed) == simdjson::SUCCESS) {
+        if (p["app_offset"].get(read) != simdjson::SUCCESS) read = -1;
+        if (p["stored_offset"].get(stored) == simdjson::SUCCESS) read = std::max(read, stored);
+        if (read >= 0 && p["committed_offset"].get(committed) == simdjson::SUCCESS) {
           if (committed < 0 && p["lo_offset"].get(low) == simdjson::SUCCESS) committed = low;
-          if (committed >= 0 && stored > committed) uncommitted += stored - committed;
+          if (committed >= 0 && read > committed) uncommitted += read - committed;
         }
         std::int64_t consumer_lag = -1;
         if (p["consumer_lag"].get(consumer_lag) != simdjson::SUCCESS || consumer_lag < 0) continue;

@@ -258,6 +258,7 @@ class source {
   std::vector<partition_lag> lag_;
   std::atomic<int> brokers_up_{-1};  // -1 until the first statistics
   std::atomic<std::uint64_t> commit_failures_{0};
+  std::atomic<std::int64_t> commit_warning_ms_{0};  // steady clock, of the last such warning
   std::atomic<std::int64_t> uncommitted_{-1};  // -1 until the first statistics
   std::optional<std::string> fatal_;
   bool closed_ = false;  // owner only
