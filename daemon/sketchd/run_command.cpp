@@ -420,7 +420,8 @@ int run(const config& cfg) {
   // A stop request does not give up on a full queue at once: the batch in hand goes on
   // being queued for kQueueGrace, so that a stop while the output is merely slow (the queue
   // full, the brokers answering) still delivers the batch and writes the final snapshot,
-  // within the stop's 10 s (kFinalWait, counted from the request); only outputs that cannot
+  // within the stop's 10 s (kFinalWait, counted from when the processing thread sees the
+  // request, within a batch of the signal); only outputs that cannot
   // be queued by then are left to the restart.
   static constexpr std::chrono::seconds kQueueGrace{5};
   static constexpr std::chrono::seconds kFinalWait{10};
@@ -533,9 +534,12 @@ int run(const config& cfg) {
     return start;
   });
   source.on_assignment([&proc] { proc.assignment_begins(); });
-  source.on_start_known([&proc](const kafka::topic_partition& tp, std::int64_t start) {
-    proc.start_known(tp, start);
-  });
+  // Only with snapshots: it asks the group's committed offsets at each assignment.
+  if (store) {
+    source.on_start_known([&proc](const kafka::topic_partition& tp, std::int64_t start) {
+      proc.start_known(tp, start);
+    });
+  }
   source.on_start_behind_commit(
       [&proc](const kafka::topic_partition& tp, std::int64_t start, std::int64_t committed) {
         return proc.start_behind_commit(tp, start, committed);

@@ -154,14 +154,14 @@ TEST(HttpLimits, RequestHeadersAreBoundedInAll) {
   EXPECT_EQ(count(answer, "HTTP/1.1 "), 1u);
 }
 
-// A request whose line and headers take longer than 10 s to arrive (a byte every 0.4 s, as a
-// slow-loris client sends them) is answered 408 and its connection closed, at about 10 s.
+// A request that takes longer than 10 s to arrive (a byte every 0.4 s, as a slow-loris
+// client sends it) is answered 408 and its connection closed, at about 10 s; here the
+// deadline falls in the request line, which httplib itself would leave unanswered.
 TEST(HttpLimits, ARequestMustArriveWithinTenSeconds) {
   served s;
   const auto start = std::chrono::steady_clock::now();
   const std::string answer = converse(
-      s.port, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + std::string(40, 'z') + "\r\n\r\n",
-      400ms);
+      s.port, "GET /healthz?pad=" + std::string(30, 'z') + " HTTP/1.1\r\nHost: x\r\n\r\n", 400ms);
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(answer.rfind("HTTP/1.1 408 Request Timeout\r\n", 0), 0u) << answer.substr(0, 200);
   EXPECT_NE(answer.find("the request took longer than 10 s to send"), std::string::npos);

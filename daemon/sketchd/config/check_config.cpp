@@ -33,11 +33,23 @@ bool check_state_dir(const std::string& dir, std::vector<std::string>& problems,
   fs::path existing = fs::absolute(fs::path(dir), ec);
   if (ec) return true;
   bool created = false;  // `existing` is an ancestor that run would create state.dir in
-  while (!fs::exists(existing, ec) && existing.has_relative_path()) {
+  for (;;) {
+    const fs::file_status st = fs::status(existing, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+      return true;  // cannot tell (a parent this user may not search)
+    if (fs::exists(st)) break;
+    if (fs::is_symlink(fs::symlink_status(existing, ec))) {
+      problems.push_back(
+          fmt::format("state.dir: {} is a symbolic link to nothing: sketchd would "
+                      "not start",
+                      existing.string()));
+      return false;
+    }
+    if (!existing.has_relative_path()) return true;
     existing = existing.parent_path();
     created = true;
   }
-  if (fs::exists(existing, ec) && !fs::is_directory(existing, ec)) {
+  if (!fs::is_directory(existing, ec)) {
     problems.push_back(fmt::format("state.dir: {} is not a directory: sketchd would not start",
                                    existing.string()));
     return false;

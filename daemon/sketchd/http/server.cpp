@@ -279,6 +279,15 @@ constexpr std::chrono::seconds kRequestDeadline{10};
 enum class request_overrun { none, too_large, too_slow };
 thread_local request_overrun overrun = request_overrun::none;
 
+// The answer to a request past the bounds: status and message.
+std::pair<int, std::string> overrun_answer(request_overrun why) {
+  if (why == request_overrun::too_large) {
+    return {431,
+            fmt::format("the request's headers are larger than {} KiB", kMaxRequestBytes / 1024)};
+  }
+  return {408, fmt::format("the request took longer than {} s to send", kRequestDeadline.count())};
+}
+
 // A connection's socket, as httplib's own socket stream (a read buffer, since httplib reads
 // the headers a byte at a time; waits bounded by the timeouts), each request within
 // kMaxRequestBytes and kRequestDeadline from begin_request(). The buffer lasts the
@@ -295,7 +304,7 @@ class bounded_socket_stream final : public httplib::Stream {
     read_ = filled_ - offset_;  // read ahead from the socket: this request's
   }
 
-  bool is_readable() const override { return wait(POLLIN, kReadTimeout); }
+  bool is_readable() const override { return has_read_ahead() || wait(POLLIN, kReadTimeout); }
   bool is_writable() const override { return wait(POLLOUT, kWriteTimeout); }
 
   ssize_t read(char* ptr, std::size_t size) override {
@@ -309,11 +318,13 @@ class bounded_socket_stream final : public httplib::Stream {
     const auto left = deadline_ - std::chrono::steady_clock::now();
     if (left <= std::chrono::steady_clock::duration::zero())
       return refuse(request_overrun::too_slow);
-    if (!wait(POLLIN, std::min<std::chrono::steady_clock::duration>(left, kReadTimeout))) {
-      return std::chrono::steady_clock::now() >= deadline_ ? refuse(request_overrun::too_slow) : -1;
-    }
+    // A pause within the deadline is waited out: the request has until then.
+    if (!wait(POLLIN, left)) return refuse(request_overrun::too_slow);
     const std::size_t room = std::min(buffer_.size(), kMaxRequestBytes - read_);
-    const ssize_t n = ::recv(sock_, buffer_.data(), room, 0);
+    ssize_t n = 0;
+    do {
+      n = ::recv(sock_, buffer_.data(), room, 0);
+    } while (n < 0 && errno == EINTR);
     if (n <= 0) return n;
     read_ += static_cast<std::size_t>(n);
     filled_ = static_cast<std::size_t>(n);
@@ -323,7 +334,11 @@ class bounded_socket_stream final : public httplib::Stream {
 
   ssize_t write(const char* ptr, std::size_t size) override {
     if (!is_writable()) return -1;
-    return ::send(sock_, ptr, size, MSG_NOSIGNAL);
+    ssize_t n = 0;
+    do {
+      n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n;
   }
 
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
@@ -380,16 +395,31 @@ class bounded_server final : public httplib::Server {
   bool process_and_close_socket(socket_t sock) override {
     bool ok = false;
     bounded_socket_stream stream(sock);
-    for (std::size_t left = keep_alive_max_count_; left > 0 && is_running(); --left) {
+    // svr_sock_ is invalid once stop() has begun (is_running() stays true until every
+    // worker has returned): no further request is read then.
+    for (std::size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET;
+         --left) {
       pollfd p{sock, POLLIN, 0};
       if (!stream.has_read_ahead() &&
           ::poll(&p, 1, static_cast<int>(std::chrono::milliseconds(kKeepAliveTimeout).count())) <=
               0)
         break;
+      if (svr_sock_ == INVALID_SOCKET) break;
       stream.begin_request();
       overrun = request_overrun::none;
       bool closed = false;
       ok = process_request(stream, /*close_connection=*/left == 1, closed, nullptr);
+      if (!ok && overrun != request_overrun::none) {
+        // Past the bounds in the request line itself: httplib answers nothing then.
+        const auto [status, message] = overrun_answer(overrun);
+        const std::string body = "{\"error\":" + json::quote(message) + "}\n";
+        const std::string answer = fmt::format(
+            "HTTP/1.1 {} {}\r\nConnection: close\r\nContent-Type: {}\r\nContent-Length: "
+            "{}\r\n\r\n{}",
+            status, status == 431 ? "Request Header Fields Too Large" : "Request Timeout", kJson,
+            body.size(), body);
+        if (stream.is_writable()) (void)stream.write(answer.data(), answer.size());
+      }
       // Past the bounds, the rest of what the client sends is not a request.
       if (!ok || closed || overrun != request_overrun::none) break;
     }
@@ -560,17 +590,10 @@ void http_server::routes() {
         (req.version == "HTTP/1.1" || req.version == "HTTP/1.0")) {
       return refuse_method(res);
     }
-    if (overrun == request_overrun::too_large) {
+    if (overrun != request_overrun::none) {
       res.set_header("Connection", "close");
-      return json_error(
-          res, 431,
-          fmt::format("the request's headers are larger than {} KiB", kMaxRequestBytes / 1024));
-    }
-    if (overrun == request_overrun::too_slow) {
-      res.set_header("Connection", "close");
-      return json_error(
-          res, 408,
-          fmt::format("the request took longer than {} s to send", kRequestDeadline.count()));
+      const auto [status, message] = overrun_answer(overrun);
+      return json_error(res, status, message);
     }
     if (res.body.empty()) {
       // httplib's own refusals (no route, a request it cannot parse, a request line longer

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <simdjson.h>
 #include <spdlog/spdlog.h>
+#include <strings.h>
 
 #include <algorithm>
 #include <chrono>
@@ -100,20 +101,59 @@ struct behind_commit {
   std::int64_t start;
   std::int64_t committed;
 };
+// `want_known`: the caller keeps state positions (a state directory); without it, nor a
+// restored start, nothing is asked of the group.
+constexpr int kCommittedWaitMs = 10000;
+
+// The first and last offsets of the partitions of `known` (index in partitions, offset),
+// with one ListOffsets request per leader for each end; the starts outside them are
+// dropped: the reading begins where auto.offset.reset says, not at the commit (a log
+// truncated below it, or retention past it), and which offset that is is not known here.
+void keep_starts_in_range(rd_kafka_t* rk, const rd_kafka_topic_partition_list_t* partitions,
+                          std::vector<std::pair<int, std::int64_t>>& known) {
+  if (known.empty()) return;
+  const auto ends = [&](std::int64_t which) {
+    topic_partition_list_ptr list(
+        rd_kafka_topic_partition_list_new(static_cast<int>(known.size())));
+    for (const auto& [index, offset] : known) {
+      // ListOffsets' "timestamps" for the first offset and the next one.
+      rd_kafka_topic_partition_list_add(list.get(), partitions->elems[index].topic,
+                                        partitions->elems[index].partition)
+          ->offset = which;
+    }
+    if (rd_kafka_offsets_for_times(rk, list.get(), kCommittedWaitMs) != RD_KAFKA_RESP_ERR_NO_ERROR)
+      list.reset();
+    return list;
+  };
+  const topic_partition_list_ptr low = ends(RD_KAFKA_OFFSET_BEGINNING);
+  const topic_partition_list_ptr high = low ? ends(RD_KAFKA_OFFSET_END) : nullptr;
+  std::erase_if(known, [&](const std::pair<int, std::int64_t>& k) {
+    if (!high) return true;
+    const auto& tp = partitions->elems[k.first];
+    const auto* l = rd_kafka_topic_partition_list_find(low.get(), tp.topic, tp.partition);
+    const auto* h = rd_kafka_topic_partition_list_find(high.get(), tp.topic, tp.partition);
+    if (l == nullptr || h == nullptr || l->err || h->err || l->offset < 0 || h->offset < 0)
+      return true;
+    return k.second != 0 && (k.second < l->offset || k.second > h->offset);
+  });
+}
+
 std::vector<behind_commit> start_at_restored_positions(
     rd_kafka_t* rk, rd_kafka_topic_partition_list_t* partitions,
-    const std::vector<std::optional<std::int64_t>>& starts, bool from_earliest,
+    const std::vector<std::optional<std::int64_t>>& starts, bool want_known, bool from_earliest,
     std::vector<std::pair<int, std::int64_t>>& known) {
   std::vector<behind_commit> behind;
-  if (partitions->cnt == 0) return behind;
-  const topic_partition_list_ptr committed(rd_kafka_topic_partition_list_new(partitions->cnt));
   bool restored = false;
+  for (int i = 0; i < partitions->cnt; ++i)
+    restored = restored || starts[static_cast<std::size_t>(i)].has_value();
+  if (!restored && !want_known) return behind;
+  const topic_partition_list_ptr committed(rd_kafka_topic_partition_list_new(partitions->cnt));
   for (int i = 0; i < partitions->cnt; ++i) {
+    if (!want_known && !starts[static_cast<std::size_t>(i)]) continue;
     rd_kafka_topic_partition_list_add(committed.get(), partitions->elems[i].topic,
                                       partitions->elems[i].partition);
-    restored = restored || starts[static_cast<std::size_t>(i)].has_value();
   }
-  constexpr int kCommittedWaitMs = 10000;
+  if (committed->cnt == 0) return behind;
   const rd_kafka_resp_err_t err = rd_kafka_committed(rk, committed.get(), kCommittedWaitMs);
   if (err && restored) {
     log()->warn(
@@ -136,11 +176,11 @@ std::vector<behind_commit> start_at_restored_positions(
           err ? nullptr
               : rd_kafka_topic_partition_list_find(committed.get(), partitions->elems[i].topic,
                                                    partitions->elems[i].partition);
-      if (group == nullptr || group->err != RD_KAFKA_RESP_ERR_NO_ERROR) continue;
+      if (!want_known || group == nullptr || group->err != RD_KAFKA_RESP_ERR_NO_ERROR) continue;
       if (group->offset >= 0) {
         known.emplace_back(i, group->offset);
       } else if (from_earliest) {
-        known.emplace_back(i, 0);
+        known.emplace_back(i, 0);  // any offset up to the log's first reads from there
       }
       continue;
     }
@@ -183,6 +223,7 @@ std::vector<behind_commit> start_at_restored_positions(
                   *start);
     }
   }
+  keep_starts_in_range(rk, partitions, known);
   return behind;
 }
 
@@ -240,8 +281,9 @@ struct source::callbacks {
       self->assigned_once_ = true;
       self->run_on_owner(request);
       std::vector<std::pair<int, std::int64_t>> known;
-      const std::vector<behind_commit> behind =
-          start_at_restored_positions(rk, partitions, request.starts, self->from_earliest_, known);
+      const std::vector<behind_commit> behind = start_at_restored_positions(
+          rk, partitions, request.starts, static_cast<bool>(self->on_start_known_),
+          self->from_earliest_, known);
       if (!known.empty()) {
         std::vector<topic_partition> known_list;
         hook_request tell;
@@ -392,7 +434,9 @@ struct source::callbacks {
         if (p["app_offset"].get(read) != simdjson::SUCCESS) read = -1;
         if (p["stored_offset"].get(stored) == simdjson::SUCCESS) read = std::max(read, stored);
         if (read >= 0 && p["committed_offset"].get(committed) == simdjson::SUCCESS) {
-          if (committed < 0 && p["lo_offset"].get(low) == simdjson::SUCCESS) committed = low;
+          // Without a commit a crash starts at the log's start (earliest) or end (latest).
+          if (committed < 0 && self->from_earliest_ && p["lo_offset"].get(low) == simdjson::SUCCESS)
+            committed = low;
           if (committed >= 0 && read > committed) uncommitted += read - committed;
         }
         std::int64_t consumer_lag = -1;
@@ -444,8 +488,9 @@ source::source(const source_options& options)
   client_config conf = consumer_config(options_.properties);
   if (const auto reset = options_.properties.find("auto.offset.reset");
       reset != options_.properties.end()) {
-    from_earliest_ =
-        reset->second == "earliest" || reset->second == "smallest" || reset->second == "beginning";
+    // As librdkafka reads the value: whatever the case.
+    const auto is = [&](const char* v) { return ::strcasecmp(reset->second.c_str(), v) == 0; };
+    from_earliest_ = is("earliest") || is("smallest") || is("beginning");
   }
   conf.set("bootstrap.servers", options_.bootstrap_servers);
   conf.set("group.id", options_.group_id);
@@ -807,6 +852,7 @@ void source::close() {
         "has passed",
         kCloseStepWait.count());
   }
+  log_held_back_lines();  // the poller, which told them, is gone
   if (!assigned_once_ || !left) {
     // Two cases where rd_kafka_destroy() must not run: librdkafka 2.0 fails an assertion
     // (abort) for a consumer that joined a cooperative group but was never assigned (its
