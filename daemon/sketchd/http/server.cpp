@@ -273,6 +273,11 @@ constexpr std::chrono::seconds kKeepAliveTimeout{1};
 // hold 3 GB, and one sending a byte a second held a worker for as long as it liked.
 constexpr std::size_t kMaxRequestBytes = 64 * 1024;
 constexpr std::chrono::seconds kRequestDeadline{10};
+// How long a request's answer may take to write, from the request's first byte: a client
+// that reads a large /metrics a few bytes at a time would hold its worker, and a stop, for
+// as long as it liked (each write waits kWriteTimeout at most, but any progress restarts
+// it). Far above any scrape timeout.
+constexpr std::chrono::seconds kAnswerDeadline{60};
 
 // Set by the connection's stream when the request went past those bounds, for the error
 // handler's answer (the worker's thread handles one connection at a time).
@@ -300,7 +305,9 @@ class bounded_socket_stream final : public httplib::Stream {
   [[nodiscard]] bool has_read_ahead() const { return offset_ < filled_; }
 
   void begin_request() {
-    deadline_ = std::chrono::steady_clock::now() + kRequestDeadline;
+    const auto now = std::chrono::steady_clock::now();
+    deadline_ = now + kRequestDeadline;
+    answer_deadline_ = now + kAnswerDeadline;
     read_ = filled_ - offset_;  // read ahead from the socket: this request's
   }
 
@@ -333,7 +340,7 @@ class bounded_socket_stream final : public httplib::Stream {
   }
 
   ssize_t write(const char* ptr, std::size_t size) override {
-    if (!is_writable()) return -1;
+    if (std::chrono::steady_clock::now() >= answer_deadline_ || !is_writable()) return -1;
     ssize_t n = 0;
     do {
       n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
@@ -381,6 +388,7 @@ class bounded_socket_stream final : public httplib::Stream {
 
   socket_t sock_;
   std::chrono::steady_clock::time_point deadline_{};
+  std::chrono::steady_clock::time_point answer_deadline_{};
   std::array<char, 4096> buffer_{};
   std::size_t offset_ = 0;
   std::size_t filled_ = 0;
