@@ -75,7 +75,7 @@ fuzz:
 	  -DSKETCHD_FUZZ=ON -DSKETCHD_JEMALLOC=OFF \
 	  -DSKETCHD_BUILD_BENCH=OFF $(CMAKE_ARGS)
 	cmake --build $(FUZZ) -j $(JOBS) --target library_records_fuzz config_fuzz extractor_fuzz \
-	  http_fuzz snapshot_fuzz values_fuzz
+	  http_fuzz http_connection_fuzz snapshot_fuzz values_fuzz
 	bash tests/fuzz/run.sh $(FUZZ) $(FUZZ_SECONDS)
 
 # The C++ sources in the style of .clang-format (needs Debian's clang-format, which the

@@ -9,7 +9,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -179,6 +182,58 @@ TEST(HttpLimits, AConnectionServesFiveRequests) {
   const std::string answer = converse(s.port, five + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(count(answer, "HTTP/1.1 200 OK\r\n"), 5u) << answer;
   EXPECT_EQ(count(answer, "Connection: close\r\n"), 1u) << answer;
+}
+
+// A refused method's body is never read, so its connection closes after the 405: what
+// follows the headers (here a request smuggled in the body) is not taken for a request.
+TEST(HttpLimits, ARefusedMethodClosesItsConnection) {
+  served s;
+  const std::string smuggled = "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string answer = converse(
+      s.port,
+      "POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(smuggled.size()) +
+          "\r\n\r\n" + smuggled + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(answer.rfind("HTTP/1.1 405 Method Not Allowed\r\n", 0), 0u) << answer;
+  EXPECT_EQ(count(answer, "HTTP/1.1 "), 1u) << answer;
+}
+
+// A closing connection reads and drops what the client still sends, for a second, before
+// it closes: a client that sends a body after its headers (as curl does) sends it whole and
+// reads its answer and an orderly end. A socket closed at once has the kernel answer the
+// rest of the body with a reset, and the client's sends fail before it reads anything.
+TEST(HttpLimits, AClosingConnectionEndsWithoutAReset) {
+  served s;
+  const int sock = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(s.port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(sock, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const std::string body(256 * 1024, 'b');
+  const std::string headers = "POST /api/v1/pipelines HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n";
+  ASSERT_EQ(::send(sock, headers.data(), headers.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(headers.size()));
+  std::this_thread::sleep_for(100ms);  // the 405 is written meanwhile
+  std::size_t sent = 0;
+  while (sent < body.size()) {
+    const ssize_t n = ::send(sock, body.data() + sent,
+                             std::min<std::size_t>(16384, body.size() - sent), MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<std::size_t>(n);
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(sent, body.size()) << std::strerror(errno);
+  const timeval quiet{3, 0};
+  ::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &quiet, sizeof quiet);
+  std::string answer;
+  char buffer[4096];
+  ssize_t n = 0;
+  while ((n = ::recv(sock, buffer, sizeof buffer, 0)) > 0) answer.append(buffer, n);
+  const int error = n < 0 ? errno : 0;
+  ::close(sock);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 405 Method Not Allowed\r\n", 0), 0u) << answer;
+  EXPECT_EQ(n, 0) << "the connection ended with " << std::strerror(error);
 }
 
 }  // namespace

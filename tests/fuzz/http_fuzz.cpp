@@ -23,16 +23,16 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <utility>
-#include <vector>
 
 #include "fuzz.h"
-#include "sketchd/config/config.h"
-#include "sketchd/http/server.h"
-#include "sketchd/metrics/metrics.h"
-#include "sketchd/pipeline/pipeline.h"
+#include "http_fixture.h"
 
 namespace {
+
+using http_fuzz::json_parser;
+using http_fuzz::kFed;
+using http_fuzz::parse;
+using http_fuzz::response;
 
 // The bytes of one connection: reads take the request, writes collect the answer.
 class memory_stream final : public httplib::Stream {
@@ -79,103 +79,6 @@ class fuzz_server final : public httplib::Server {
   }
 };
 
-constexpr std::string_view kConfig = R"(kafka: { brokers: "localhost:9092", group_id: g }
-pipelines:
-  - name: both
-    topics: [a]
-    item: { from: value }
-    clock: wall
-    heavy_hitters: { window: 1m, buckets: 6, epsilon: 0.001, delta: 0.01, top_k: 5 }
-    dedup: { window: 5m, capacity: 10k, fpr: 0.01 }
-  - name: hh
-    topics: [b]
-    item: { from: value }
-    heavy_hitters: { window: 1m, buckets: 6, epsilon: 0.001, delta: 0.01, top_k: 5 }
-  - name: dd
-    topics: [c]
-    item: { from: value }
-    dedup: { window: 5m, capacity: 10k, fpr: 0.01 }
-)";
-
-// Items fed to every pipeline, and how many times.
-const std::vector<std::pair<std::string, int>> kFed = {
-    {"u0", 100}, {"u1", 10}, {"u2", 1}, {"é \"quoted\" / & = + %", 3}, {std::string("a\0b", 3), 2}};
-
-struct fixture {
-  std::vector<std::unique_ptr<sketchd::pipeline>> pipelines;
-  sketchd::metrics::registry registry;
-  sketchd::readiness ready;
-  fuzz_server* server = nullptr;
-  std::unique_ptr<sketchd::http_server> http;
-  std::vector<std::string> state;  // what must not change
-
-  fixture() {
-    auto loaded = sketchd::load_config_string(kConfig, "fuzz.yaml", fuzz_env);
-    FUZZ_CHECK(loaded.value.has_value());
-    const std::int64_t wall_ms = 1'700'000'000'000;
-    std::vector<const sketchd::pipeline*> readers;
-    for (const auto& pc : loaded.value->pipelines) {
-      auto& p = pipelines.emplace_back(std::make_unique<sketchd::pipeline>(pc));
-      p->begin_batch();
-      for (const auto& [item, times] : kFed) {
-        sketchd::message_view m;
-        m.value = item;
-        for (int i = 0; i < times; ++i) (void)p->process(m, wall_ms, wall_ms);
-      }
-      (void)p->end_batch(wall_ms);
-      registry.add(
-          [q = p.get()](std::vector<sketchd::metrics::metric_family>& out) { q->collect(out); });
-      readers.push_back(p.get());
-    }
-    ready.set(true);
-    auto s = std::make_unique<fuzz_server>();
-    server = s.get();
-    http = std::make_unique<sketchd::http_server>(loaded.value->http, registry, readers, ready,
-                                                  std::move(s));
-    state = snapshot();
-  }
-
-  [[nodiscard]] std::vector<std::string> snapshot() const {
-    std::vector<std::string> out;
-    for (const auto& p : pipelines) {
-      out.push_back(p->describe_json());
-      out.push_back(p->topk_json().value_or(""));
-    }
-    out.push_back(registry.scrape());
-    return out;
-  }
-};
-
-struct response {
-  int status = 0;
-  std::string content_type;
-  std::string body;
-};
-
-// Parses what the server wrote; a violation of HTTP/1.1's framing fails the check.
-response parse(const std::string& raw) {
-  response r;
-  FUZZ_CHECK(raw.size() >= 17 && raw.compare(0, 9, "HTTP/1.1 ") == 0);
-  r.status = std::stoi(raw.substr(9, 3));
-  const std::size_t end = raw.find("\r\n\r\n");
-  FUZZ_CHECK(end != std::string::npos);
-  const std::string_view head(raw.data(), end);
-  for (std::size_t line = head.find("\r\n"); line != std::string_view::npos;) {
-    const std::size_t next = head.find("\r\n", line + 2);
-    const std::string_view h = head.substr(
-        line + 2, next == std::string_view::npos ? std::string_view::npos : next - line - 2);
-    if (h.rfind("Content-Type: ", 0) == 0) r.content_type = std::string(h.substr(14));
-    line = next;
-  }
-  r.body = raw.substr(end + 4);
-  return r;
-}
-
-simdjson::dom::parser& json_parser() {
-  static simdjson::dom::parser parser;
-  return parser;
-}
-
 bool valid_utf8(std::string_view s) { return simdjson::validate_utf8(s.data(), s.size()); }
 
 std::string percent_encode(std::string_view bytes) {
@@ -192,7 +95,7 @@ std::string percent_encode(std::string_view bytes) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static fixture f;
+  static http_fuzz::fixture f(std::make_unique<fuzz_server>());
   if (size < 1) return 0;
   const std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   const int mode = data[0] % 3;
@@ -222,7 +125,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
               "?item=" + percent_encode(item) + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
   }
 
-  const std::string raw = f.server->answer(request);
+  const std::string raw = static_cast<fuzz_server*>(f.server)->answer(request);
   if (raw.empty()) {
     // Nothing is answered only when no request line could be read.
     FUZZ_CHECK(mode == 0);

@@ -17,7 +17,7 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-every=(library_records config extractor http snapshot values)
+every=(library_records config extractor http http_connection snapshot values)
 
 if [[ ${1:-} == --merge ]]; then
   build=${2:?usage: $0 --merge BUILD_DIR [NAME…]}

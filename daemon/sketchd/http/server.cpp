@@ -101,11 +101,16 @@ std::string percent_decode(std::string_view s, bool plus_is_space) {
   return out;
 }
 
+// Set by an answer after which its connection closes (httplib sends "Connection: close" as
+// a header, but would read on); the worker's thread handles one connection at a time.
+thread_local bool close_after_answer = false;
+
 // The answer to any other method than GET and HEAD: the API is read-only. The connection
 // closes, since an unread body cannot be told from the next request.
 void refuse_method(httplib::Response& res) {
   res.set_header("Allow", "GET, HEAD");
   res.set_header("Connection", "close");
+  close_after_answer = true;
   json_error(res, 405, "the API is read-only: GET (or HEAD) only");
 }
 
@@ -395,26 +400,50 @@ class bounded_socket_stream final : public httplib::Stream {
   std::size_t read_ = 0;  // bytes of this request read from the socket
 };
 
+// Closes a connection without losing the answers written to it. Linux answers the close of
+// a socket with unread input by a reset (RST), and a client still sending then sees its
+// send fail, or its connection reset, before it reads the answer: a body refused with a
+// 405, headers past 64 KiB, requests beyond the last answered. So the writing side is shut
+// first, and what the client still sends is read and dropped until it closes, for at most
+// kLinger and kLingerBytes (not once a stop has begun).
+constexpr std::chrono::seconds kLinger{1};
+constexpr std::size_t kLingerBytes = 1024 * 1024;
+
+void linger_close(socket_t sock) {
+  ::shutdown(sock, SHUT_WR);
+  const auto until = std::chrono::steady_clock::now() + kLinger;
+  std::array<char, 4096> sink;
+  for (std::size_t dropped = 0; dropped < kLingerBytes;) {
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    pollfd p{sock, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+    const ssize_t n = ::recv(sock, sink.data(), sink.size(), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the client closed, or is gone
+    dropped += static_cast<std::size_t>(n);
+  }
+  ::close(sock);
+}
+
 // httplib's server, each connection served through bounded_socket_stream; otherwise as
 // httplib serves it (up to keep_alive_max_count requests, each awaited for the keep-alive
 // timeout). httplib's own loop, which this replaces, is a private virtual function.
 class bounded_server final : public httplib::Server {
- private:
-  bool process_and_close_socket(socket_t sock) override {
+ public:
+  bool serve(socket_t sock) {
     bool ok = false;
     bounded_socket_stream stream(sock);
-    // svr_sock_ is invalid once stop() has begun (is_running() stays true until every
-    // worker has returned): no further request is read then.
-    for (std::size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET;
-         --left) {
+    for (std::size_t left = keep_alive_max_count_; left > 0 && !stopping(); --left) {
       pollfd p{sock, POLLIN, 0};
       if (!stream.has_read_ahead() &&
           ::poll(&p, 1, static_cast<int>(std::chrono::milliseconds(kKeepAliveTimeout).count())) <=
               0)
         break;
-      if (svr_sock_ == INVALID_SOCKET) break;
+      if (stopping()) break;
       stream.begin_request();
       overrun = request_overrun::none;
+      close_after_answer = false;
       bool closed = false;
       ok = process_request(stream, /*close_connection=*/left == 1, closed, nullptr);
       if (!ok && overrun != request_overrun::none) {
@@ -429,21 +458,44 @@ class bounded_server final : public httplib::Server {
         if (stream.is_writable()) (void)stream.write(answer.data(), answer.size());
       }
       // Past the bounds, the rest of what the client sends is not a request.
-      if (!ok || closed || overrun != request_overrun::none) break;
+      if (!ok || closed || overrun != request_overrun::none || close_after_answer) break;
     }
     overrun = request_overrun::none;
-    ::shutdown(sock, SHUT_RDWR);
-    ::close(sock);
+    close_after_answer = false;
+    if (stopping()) {
+      ::shutdown(sock, SHUT_RDWR);  // a stop waits for no client
+      ::close(sock);
+    } else {
+      linger_close(sock);
+    }
     return ok;
   }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override { return serve(sock); }
+
+  // svr_sock_ is invalid once stop() has begun, and is_running() stays true until every
+  // worker has returned: no further request is read then. (Without a listener, as in
+  // serve_connection(), neither holds.)
+  [[nodiscard]] bool stopping() const { return is_running() && svr_sock_ == INVALID_SOCKET; }
 };
 
 }  // namespace
 
+std::unique_ptr<httplib::Server> make_bounded_server() {
+  return std::make_unique<bounded_server>();
+}
+
+bool serve_connection(httplib::Server& server, int sock) {
+  auto* bounded = dynamic_cast<bounded_server*>(&server);
+  if (bounded == nullptr)
+    throw std::logic_error("serve_connection: the server is not one of make_bounded_server()");
+  return bounded->serve(sock);
+}
+
 http_server::http_server(const http_config& config, const metrics::registry& registry,
                          std::vector<const pipeline*> pipelines, const readiness& ready)
-    : http_server(config, registry, std::move(pipelines), ready,
-                  std::make_unique<bounded_server>()) {}
+    : http_server(config, registry, std::move(pipelines), ready, make_bounded_server()) {}
 
 http_server::http_server(const http_config& config, const metrics::registry& registry,
                          std::vector<const pipeline*> pipelines, const readiness& ready,
