@@ -91,8 +91,8 @@ int run_main(int argc, char** argv) {
   run->footer(
       "\nConsumes the pipelines' topics, serves /metrics, /healthz, /readyz and /api/v1/… on\n"
       "http.listen, and runs until SIGINT, SIGTERM or SIGHUP, each a clean stop (there is no\n"
-      "reload; a third signal during the stop exits at once, with status 1, without the final\n"
-      "snapshot and commit). An invalid configuration is reported as with check-config, and\n"
+      "reload; a third signal during the stop exits at once, with status 1, without finishing\n"
+      "the stop). An invalid configuration is reported as with check-config, and\n"
       "the daemon does not start (exit status 1). Exit status 0 after a clean stop; 1 when it\n"
       "cannot start (a snapshot it cannot use, state.dir in use by another sketchd, sketches\n"
       "larger than the memory, http.listen unavailable), after a fatal Kafka error, when the\n"

@@ -45,6 +45,7 @@ processor::processor(const config& cfg, std::vector<pipeline*> pipelines,
   cursors_.assign(pipelines_.size(), 0);
   heavy_events_.resize(pipelines_.size());
   heavy_events_dropped_.resize(pipelines_.size());
+  heavy_log_.resize(pipelines_.size());
   for (std::size_t i = 0; i < pipelines_.size(); ++i) {
     inputs_[i].reserve(cfg.kafka.batch_size);
     verdicts_[i].reserve(cfg.kafka.batch_size);
@@ -172,29 +173,8 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
   // Delivery reports that have arrived are counted before the pipelines publish.
   if (sink_) sink_->poll();
   for (std::size_t i = 0; i < pipelines_.size(); ++i) {
+    log_heavy_events(i, wall_ms);
     for (const sketch::heavy_event& e : heavy_events_[i]) {
-      const auto& hh = *pipelines_[i]->config().heavy_hitters;
-      const double ratio =
-          e.window_items ? static_cast<double>(e.estimate) / static_cast<double>(e.window_items)
-                         : 0.0;
-      std::string fields = "\"pipeline\":";
-      json::append_string(fields, pipelines_[i]->name());
-      fields += e.kind == sketch::heavy_event::kind::enter ? ",\"event\":\"enter\",\"item\":"
-                                                           : ",\"event\":\"leave\",\"item\":";
-      json::append_string(fields, metrics::clean_label_value(e.item));
-      fields += fmt::format(",\"estimate\":{},\"window_items\":{},\"ratio\":", e.estimate,
-                            e.window_items);
-      json::append_number(fields, ratio);
-      fields += ",\"threshold\":";
-      json::append_number(fields, hh.threshold);
-      {
-        const log_fields in_json(std::move(fields));
-        logger("pipeline")
-            ->info("{}: {} {} the heavy set: estimate {} of {} items ({:.2f}%, threshold {:.2f}%)",
-                   pipelines_[i]->name(), loggable_item(e.item),
-                   e.kind == sketch::heavy_event::kind::enter ? "entered" : "left", e.estimate,
-                   e.window_items, 100.0 * ratio, 100.0 * hh.threshold);
-      }
       if (outputs_[i].alert) send_alert(i, e, wall_ms);
     }
     if (pipelines_[i]->config().heavy_hitters) {
@@ -213,6 +193,58 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
   warn_extract_failures(wall_ms);
   for (const auto& p : pipelines_) p->publish_counters();
   publish();
+}
+
+void processor::log_heavy_events(std::size_t p, std::int64_t wall_ms, bool now) {
+  heavy_log& l = heavy_log_[p];
+  const auto& name = pipelines_[p]->name();
+  if (now || wall_ms - l.since_ms >= kWarningIntervalMs) {
+    if (l.held_entered + l.held_left > 0) {
+      logger("pipeline")
+          ->info(
+              "{}: {} more heavy-set change(s) in the last {} s not logged ({} entered, {} left; "
+              "at most {} lines every {} s): sketchd_heavy_hitter_events_total counts every "
+              "one{}, and GET /api/v1/pipelines/{}/topk gives the current heavy set",
+              name, l.held_entered + l.held_left,
+              std::max<std::int64_t>(0, wall_ms - l.since_ms) / 1000, l.held_entered, l.held_left,
+              kHeavyLinesPerInterval, kWarningIntervalMs / 1000,
+              outputs_[p].alert ? ", heavy_hitters.alerts_topic has each" : "", name);
+    }
+    l = heavy_log{wall_ms, 0, 0, 0};
+  }
+  if (heavy_events_[p].empty()) return;
+  const auto& hh = *pipelines_[p]->config().heavy_hitters;
+  for (const sketch::heavy_event& e : heavy_events_[p]) {
+    const bool entered = e.kind == sketch::heavy_event::kind::enter;
+    if (l.shown >= kHeavyLinesPerInterval) {
+      ++(entered ? l.held_entered : l.held_left);
+      continue;
+    }
+    ++l.shown;
+    const double ratio = e.window_items
+                             ? static_cast<double>(e.estimate) / static_cast<double>(e.window_items)
+                             : 0.0;
+    std::string fields = "\"pipeline\":";
+    json::append_string(fields, name);
+    fields += entered ? ",\"event\":\"enter\",\"item\":" : ",\"event\":\"leave\",\"item\":";
+    json::append_string(fields, metrics::clean_label_value(e.item));
+    fields +=
+        fmt::format(",\"estimate\":{},\"window_items\":{},\"ratio\":", e.estimate, e.window_items);
+    json::append_number(fields, ratio);
+    fields += ",\"threshold\":";
+    json::append_number(fields, hh.threshold);
+    // An item leaves above the threshold when its estimate fell under the tracker's minimum
+    // (on a quiet window every item would pass the threshold otherwise).
+    const std::string why = !entered && e.estimate < sketch::top_k_tracker::kMinHeavyEstimate
+                                ? fmt::format(", under the minimum estimate of {}",
+                                              sketch::top_k_tracker::kMinHeavyEstimate)
+                                : std::string();
+    const log_fields in_json(std::move(fields));
+    logger("pipeline")
+        ->info("{}: {} {} the heavy set: estimate {} of {} items ({:.2f}%, threshold {:.2f}%{})",
+               name, loggable_item(e.item), entered ? "entered" : "left", e.estimate,
+               e.window_items, 100.0 * ratio, 100.0 * hh.threshold, why);
+  }
 }
 
 void processor::send_alert(std::size_t p, const sketch::heavy_event& e, std::int64_t wall_ms) {
@@ -443,10 +475,14 @@ std::optional<std::string> processor::fatal_error() const {
 }
 
 void processor::log_held_back_warnings() {
-  warn_extract_failures(std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count(),
-                        /*now=*/true);
+  const std::int64_t wall_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count();
+  warn_extract_failures(wall_ms, /*now=*/true);
+  for (std::size_t i = 0; i < pipelines_.size(); ++i) {
+    heavy_events_[i].clear();
+    log_heavy_events(i, wall_ms, /*now=*/true);
+  }
   if (alert_failures_unreported_ > 0) {
     logger("pipeline")
         ->warn("{} more heavy-hitter event(s) of all pipelines could not be sent",

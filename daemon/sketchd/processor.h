@@ -206,6 +206,21 @@ class processor {
   std::vector<std::int64_t> last_failure_warning_ms_;
   std::int64_t last_alert_warning_ms_ = 0;
   std::uint64_t alert_failures_unreported_ = 0;
+
+  // Heavy-set changes: a line each, at most kHeavyLinesPerInterval per pipeline in each
+  // kWarningIntervalMs; the others are counted, and told in one line when it has passed (a
+  // low threshold over an even stream changes hundreds of items at each slide).
+  static constexpr unsigned kHeavyLinesPerInterval = 20;
+  struct heavy_log {
+    std::int64_t since_ms = 0;  // the interval's start
+    unsigned shown = 0;
+    std::uint64_t held_entered = 0;
+    std::uint64_t held_left = 0;
+  };
+  std::vector<heavy_log> heavy_log_;
+  // Logs heavy_events_ of pipeline p, and what was held back once its interval has passed
+  // (or now with `now`).
+  void log_heavy_events(std::size_t p, std::int64_t wall_ms, bool now = false);
 };
 
 }  // namespace sketchd

@@ -54,14 +54,28 @@ namespace {
 
 std::atomic<bool> stop_requested{false};
 std::atomic<int> stop_signal{0};
+std::atomic<bool> stop_signal_logged{false};  // by the signal thread, as it came
+
+// The first stop signal's line: a SIGHUP is no reload.
+void log_stop_signal(spdlog::logger& log, int signal) {
+  if (signal == SIGHUP) {
+    log.warn(
+        "received signal {} (SIGHUP): sketchd does not reload its configuration; shutting down "
+        "cleanly (start it again to apply a new one)",
+        signal);
+  } else {
+    log.info("received signal {} (SIG{}), shutting down", signal, sigabbrev_np(signal));
+  }
+}
 static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
 
 // SIGINT, SIGTERM and SIGHUP are blocked in every thread (the mask is set before any
 // thread starts, and threads inherit it) and taken by a thread of their own with
 // sigwait(), which may log. The first asks for a clean stop. A second, while the stop runs,
 // is answered with what a third would do; the third exits at once with status 1, without
-// the final snapshot and commit (nothing is lost: what was not committed is read again
-// after the restart, and the snapshot file is either the previous one or the new one).
+// finishing the stop: a final snapshot and commit not written by then are not written
+// (nothing is lost: what was not committed is read again after the restart, and the
+// snapshot file is either the previous one or the new one).
 void start_signal_thread() {
   static sigset_t signals;  // read by the thread for the whole life of the process
   sigemptyset(&signals);
@@ -76,15 +90,21 @@ void start_signal_thread() {
         --count;
         continue;
       }
-      if (count == 1) {
-        stop_signal.store(signal);
-        stop_requested.store(true);
-        continue;
-      }
       // The logger through the registry's lock, which orders this thread after
       // setup_logging() (spdlog's default-logger shortcut reads a pointer unsynchronized);
       // before it, stderr.
       const std::shared_ptr<spdlog::logger> log = spdlog::get("sketchd");
+      if (count == 1) {
+        stop_signal.store(signal);
+        stop_requested.store(true);
+        // Logged as it comes, so that a second one is logged after it; before the logging
+        // is set up, the run's stop logs it.
+        if (log) {
+          log_stop_signal(*log, signal);
+          stop_signal_logged.store(true);
+        }
+        continue;
+      }
       if (!log) {
         print_stderr(count == 2 ? "sketchd: received a second signal while stopping\n"
                                 : "sketchd: received a third signal: exiting now\n");
@@ -93,15 +113,16 @@ void start_signal_thread() {
       }
       if (count == 2) {
         log->warn(
-            "received signal {} while stopping: the stop goes on (within about 25 s even with "
-            "the brokers away); a third signal exits at once with status 1, without the final "
-            "snapshot and commit",
-            signal);
+            "received a second stop signal, {} (SIG{}), while stopping: the stop goes on "
+            "(within about 25 s even with the brokers away); a third exits at once with status "
+            "1, without finishing it",
+            signal, sigabbrev_np(signal));
       } else {
         log->critical(
-            "received signal {} a third time: exiting now, without the final snapshot and "
-            "commit (what was not committed is read again after a restart; exit status 1)",
-            signal);
+            "received a third stop signal, {} (SIG{}): exiting now, without finishing the stop "
+            "(a final snapshot or commit not written yet is not written: what was not committed "
+            "is read again after a restart; exit status 1)",
+            signal, sigabbrev_np(signal));
         log->flush();
         std::_Exit(1);
       }
@@ -587,10 +608,11 @@ int run(const config& cfg) {
                    "its first assignment, or when the other members hold them all).",
                    metrics::metric_type::gauge,
                    {{{}, static_cast<double>(source.assigned_partitions())}}});
-    out.push_back({"sketchd_kafka_commit_failures_total",
-                   "Commits of the stored input offsets that failed (tried again at the next).",
-                   metrics::metric_type::counter,
-                   {{{}, static_cast<double>(source.commit_failures())}}});
+    out.push_back(
+        {"sketchd_kafka_commit_failures_total",
+         "Commits of the stored input offsets that failed (retried at the next commit interval).",
+         metrics::metric_type::counter,
+         {{{}, static_cast<double>(source.commit_failures())}}});
     metrics::metric_family uncommitted{
         "sketchd_kafka_uncommitted_messages",
         "Input messages read and not yet committed: what a crash would read again (and "
@@ -679,6 +701,7 @@ int run(const config& cfg) {
 
   std::vector<std::uint64_t> consumed(so.topics.size(), 0);
   auto last_summary = std::chrono::steady_clock::now();
+  auto stopped_at = last_summary;  // when consumption stopped after a forwarding failure
   auto last_snapshot = std::chrono::steady_clock::now();
   std::vector<std::uint64_t> items_at_summary(pipelines.size(), 0);
   int status = 0;
@@ -723,6 +746,7 @@ int run(const config& cfg) {
       source.pause();
       ready.set(false, proc.failure_reason());
       proc.consumption_stopped();
+      stopped_at = std::chrono::steady_clock::now();
     }
     {
       std::lock_guard lock(counters.mutex);
@@ -743,22 +767,21 @@ int run(const config& cfg) {
         pipeline_log->info("{}", summary_line(s, rate));
         items_at_summary[i] = s.items;
       }
+      // The summaries of a stopped sketchd would read as a quiet input: say it again.
+      if (proc.failed() && source.paused()) {
+        log->warn(
+            "consumption has been stopped for {} s, until a restart once the cause is fixed: {}",
+            std::chrono::duration_cast<std::chrono::seconds>(t - stopped_at).count(),
+            proc.failure_reason());
+      }
       last_summary = t;
     }
   }
 
   ready.set(false, "shutting down");
   const readiness::long_step stopping(ready);
-  if (stop_signal.load() == SIGHUP) {
-    log->warn(
-        "received signal {} (SIGHUP): sketchd does not reload its configuration; shutting down "
-        "cleanly "
-        "(start it again to apply a new one)",
-        SIGHUP);
-  } else if (stop_signal.load()) {
-    log->info("received signal {} (SIG{}), shutting down", stop_signal.load(),
-              sigabbrev_np(stop_signal.load()));
-  }
+  if (stop_signal.load() != 0 && !stop_signal_logged.load())
+    log_stop_signal(*log, stop_signal.load());
   if (gen) gen->stop();
   if (!stop_seen) stop_seen = std::chrono::steady_clock::now();
   // What is left of the stop's kFinalWait after the batch (at least a second).

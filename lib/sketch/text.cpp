@@ -4,14 +4,11 @@
 
 namespace sketch {
 
-namespace {
-
-// The length of the UTF-8 sequence at text[i] when it encodes a character escaped as
-// \uNNNN (its code point in *cp), or 0: the C1 controls U+0080..U+009F (U+009B is a
-// terminal's CSI), the line and paragraph separators U+2028 and U+2029, and the
-// bidirectional marks, embeddings, overrides and isolates (U+061C, U+200E, U+200F,
-// U+202A..U+202E, U+2066..U+2069), which reorder the text shown around them.
-std::size_t escaped_character(std::string_view text, std::size_t i, unsigned* cp) {
+// The characters escaped: the C1 controls U+0080..U+009F (U+009B is a terminal's CSI), the
+// line and paragraph separators U+2028 and U+2029, and the bidirectional marks, embeddings,
+// overrides and isolates (U+061C, U+200E, U+200F, U+202A..U+202E, U+2066..U+2069), which
+// reorder the text shown around them.
+std::size_t escaped_character_at(std::string_view text, std::size_t i, unsigned* cp) {
   const auto at = [&](std::size_t j) { return static_cast<unsigned char>(text[j]); };
   if (at(i) == 0xc2 && i + 1 < text.size() && at(i + 1) >= 0x80 && at(i + 1) <= 0x9f) {
     *cp = at(i + 1);
@@ -33,8 +30,6 @@ std::size_t escaped_character(std::string_view text, std::size_t i, unsigned* cp
   return 0;
 }
 
-}  // namespace
-
 std::string escape_controls(std::string_view text, bool escape_backslash) {
   std::string out;
   out.reserve(text.size());
@@ -50,7 +45,7 @@ std::string escape_controls(std::string_view text, bool escape_backslash) {
       out += "\\\\";
     } else if (byte < 0x20 || byte == 0x7f) {
       out += fmt::format("\\x{:02x}", byte);
-    } else if (const std::size_t length = byte >= 0xc2 ? escaped_character(text, i, &cp) : 0) {
+    } else if (const std::size_t length = byte >= 0xc2 ? escaped_character_at(text, i, &cp) : 0) {
       out += fmt::format("\\u{:04x}", cp);
       i += length - 1;
     } else {

@@ -16,4 +16,8 @@ namespace sketch {
 // cursor or reorder what is printed around it.
 [[nodiscard]] std::string escape_controls(std::string_view text, bool escape_backslash = false);
 
+// The length of the UTF-8 sequence at text[i] when it encodes one of the characters that
+// escape_controls writes as \uNNNN (its code point in *cp), or 0. For other escapers (JSON).
+[[nodiscard]] std::size_t escaped_character_at(std::string_view text, std::size_t i, unsigned* cp);
+
 }  // namespace sketch

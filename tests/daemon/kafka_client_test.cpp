@@ -142,6 +142,7 @@ TEST(LogLimiter, TellsHeldLinesOnceTheIntervalPassesWithoutAnother) {
   EXPECT_EQ(held[0].level, 3);
   EXPECT_EQ(held[0].held, 2u);
   EXPECT_EQ(held[0].over, 12s);
+  EXPECT_EQ(held[0].ago, 10s);  // it came at t0 + 2 s: said late, and the line says so
   // Told once; they count as shown then, so the next line waits a whole interval again.
   EXPECT_TRUE(limiter.take_overdue(t0 + 12s).empty());
   EXPECT_EQ(limiter.admit("FAIL", "b1: refused", t0 + 13s, 3), std::nullopt);

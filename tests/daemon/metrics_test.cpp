@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "sketchd/util/json.h"
 #include "sketchd/util/logging.h"
 
 namespace sketchd::metrics {
@@ -44,6 +45,17 @@ TEST(LogLines, ItemsCannotBreakALine) {
   // 40 invalid bytes become 40 U+FFFD of 3 bytes when cleaned: cut too.
   const std::string replaced = loggable_item(std::string(40, '\xff'));
   EXPECT_EQ(replaced.substr(replaced.size() - 4), "\"…");
+}
+
+// The JSON log's fields (and the API's answers) escape what the text log escapes: read with
+// `jq -r`, an item cannot act on a terminal either.
+TEST(LogLines, JsonStringsEscapeTerminalControls) {
+  EXPECT_EQ(json::quote("u1"), "\"u1\"");
+  EXPECT_EQ(json::quote(std::string("a\0\x1b[2J\x7f", 7)), "\"a\\u0000\\u001b[2J\\u007f\"");
+  // CSI (U+009B), a line separator (U+2028), a right-to-left override (U+202E); an é kept.
+  EXPECT_EQ(json::quote("\xc2\x9b"
+                        "31m \xe2\x80\xa8 \xe2\x80\xae caf\xc3\xa9"),
+            "\"\\u009b31m \\u2028 \\u202e caf\xc3\xa9\"");
 }
 
 TEST(Exposition, EscapesLabelValuesAndHelp) {

@@ -7,8 +7,12 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -40,6 +44,12 @@ config one_pipeline() {
                          .duplicates_topic = {}};
   c.pipelines.push_back(p);
   return c;
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
 }
 
 std::int64_t now_ms() {
@@ -233,6 +243,44 @@ TEST(Processor, APartitionReturningInTheSameRebalanceIsNotTakenOver) {
   f.proc.assigned(kPartition, std::nullopt);
   (void)f.process(110, 115);
   EXPECT_GT(incomplete_seconds(f.pipe), 350.0);
+}
+
+// Heavy-set changes are logged a line each, at most 20 per pipeline every 10 s; the others
+// are counted and told in one line (at the stop here, otherwise once the 10 s have passed):
+// a low threshold over an even stream changes hundreds of items at once.
+TEST(Processor, HeavySetChangesAreLoggedTwentyAtATime) {
+  std::ostringstream lines;
+  spdlog::drop("pipeline");
+  spdlog::register_logger(std::make_shared<spdlog::logger>(
+      "pipeline", std::make_shared<spdlog::sinks::ostream_sink_st>(lines)));
+  config cfg = one_pipeline();
+  cfg.pipelines[0].heavy_hitters->threshold = 0.001;
+  cfg.pipelines[0].heavy_hitters->top_k = 1000;
+  pipeline pipe{cfg.pipelines[0]};
+  processor proc{cfg, {&pipe}, {"events"}, "", {}};
+  proc.assigned(kPartition, std::nullopt);
+  // 100 items 20 times each: every one enters the heavy set (20 >= the minimum of 10, and
+  // >= 0.1% of the window).
+  std::vector<std::string> keys;
+  for (int round = 0; round < 20; ++round)
+    for (int item = 0; item < 100; ++item) keys.push_back(fmt::format("u{}", item));
+  std::vector<kafka::record> batch(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    batch[i].offset = static_cast<std::int64_t>(i);
+    batch[i].view.key = keys[i];
+    batch[i].view.has_key = true;
+  }
+  proc.process(batch, now_ms());
+  EXPECT_NE(pipe.topk_json().value_or("").find("\"heavy\":true"), std::string::npos);
+  EXPECT_EQ(count(lines.str(), "entered the heavy set"), 20u) << lines.str();
+  EXPECT_EQ(count(lines.str(), "more heavy-set change(s)"), 0u);
+  proc.log_held_back_warnings();
+  EXPECT_EQ(count(lines.str(),
+                  "orders: 80 more heavy-set change(s) in the last 0 s not logged "
+                  "(80 entered, 0 left; at most 20 lines every 10 s)"),
+            1u)
+      << lines.str();
+  spdlog::drop("pipeline");
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "fuzz.h"
+#include "sketch/text.h"
 #include "sketchd/config/config.h"
 #include "sketchd/metrics/metrics.h"
 #include "sketchd/util/json.h"
@@ -71,6 +72,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string_view parsed;
   FUZZ_CHECK(parser.parse(quoted).get_string().get(parsed) == simdjson::SUCCESS);
   if (valid_utf8(text)) FUZZ_CHECK(parsed == text);
+  // Nothing in it acts on a terminal: the text log's escaping finds nothing to escape.
+  FUZZ_CHECK(sketch::escape_controls(quoted) == quoted);
 
   const std::string logged = sketchd::loggable_item(text);
   FUZZ_CHECK(valid_utf8(logged));

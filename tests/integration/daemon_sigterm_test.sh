@@ -190,6 +190,6 @@ done
 kill -0 "$daemon_pid" 2>/dev/null || fail "sketchd F exited after a second SIGTERM"
 stop_process "$daemon_pid" 3 || fail "sketchd F did not exit within 3 s of a third SIGTERM"
 [[ $stop_status -eq 1 ]] || fail "sketchd F exited with status $stop_status after a third SIGTERM"
-check_log "$work/sketchd-f.err" 'a third time: exiting now'
+check_log "$work/sketchd-f.err" 'a third stop signal, 15 \(SIGTERM\): exiting now'
 log "a second SIGTERM was answered in the log; the third stopped sketchd F in $stop_ms ms with status 1"
 echo "PASS"

@@ -54,6 +54,8 @@ log "broker down: sketchd_kafka_brokers_up 0, /healthz 200"
 
 mock_control "up 1"
 wait_metric 'sketchd_kafka_brokers_up' -eq 1 30
+# The log says so, after librdkafka's lines about the brokers being down.
+check_log "$work/sketchd.err" "1 broker\(s\) of the input cluster reachable again, after about [0-9]+ s with none"
 chunk_events 1 | produce events -K'|'
 wait_metric 'sketchd_pipeline_items_total{pipeline="orders"}' -ge $((2 * chunk)) 60
 sleep 1

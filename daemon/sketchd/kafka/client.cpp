@@ -77,7 +77,7 @@ std::optional<std::uint64_t> log_limiter::admit(std::string_view facility, std::
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     if (entries_.size() >= kMaxKeys) entries_.clear();
-    entries_.emplace(std::move(key), entry{now, 0, level, std::string(facility), {}});
+    entries_.emplace(std::move(key), entry{now, 0, level, std::string(facility), {}, now});
     return 0;
   }
   entry& e = it->second;
@@ -85,6 +85,7 @@ std::optional<std::uint64_t> log_limiter::admit(std::string_view facility, std::
     ++e.held;
     e.level = level;
     e.last_held.assign(text);
+    e.last_held_at = now;
     return std::nullopt;
   }
   const std::uint64_t held = e.held;
@@ -101,7 +102,8 @@ std::vector<log_limiter::held_line> log_limiter::take_overdue(
   for (auto& [key, e] : entries_) {
     if (e.held == 0 || now - e.shown < interval_) continue;
     out.push_back({e.level, e.facility, std::move(e.last_held), e.held,
-                   std::chrono::duration_cast<std::chrono::seconds>(now - e.shown)});
+                   std::chrono::duration_cast<std::chrono::seconds>(now - e.shown),
+                   std::chrono::duration_cast<std::chrono::seconds>(now - e.last_held_at)});
     e.shown = now;
     e.held = 0;
     e.last_held.clear();
@@ -114,8 +116,9 @@ void log_held_back_lines() {
     for (const auto& line :
          librdkafka_log_limiter().take_overdue(std::chrono::steady_clock::now())) {
       write_line(line.level, line.facility, line.text,
-                 fmt::format(" (the last of {} such line(s) held back in the last {} s)", line.held,
-                             line.over.count()));
+                 fmt::format(" (said {} s ago and held back, the last of {} such line(s) in the "
+                             "last {} s)",
+                             line.ago.count(), line.held, line.over.count()));
     }
   } catch (...) {  // NOLINT(bugprone-empty-catch): a log line is not worth a crash
   }

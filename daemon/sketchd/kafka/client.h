@@ -151,6 +151,7 @@ class log_limiter {
     std::string text;
     std::uint64_t held;
     std::chrono::seconds over;  // since the last line of its key shown
+    std::chrono::seconds ago;   // since the line held back came
   };
   [[nodiscard]] std::vector<held_line> take_overdue(std::chrono::steady_clock::time_point now);
 
@@ -161,6 +162,7 @@ class log_limiter {
     int level = 3;
     std::string facility;
     std::string last_held;
+    std::chrono::steady_clock::time_point last_held_at;
   };
   // Bounded: a key per facility and broker; should a cluster's names ever pass this, the
   // keys start afresh.

@@ -373,9 +373,9 @@ struct source::callbacks {
     if (last != 0 && now_ms - last < 10'000) return;
     if (!self->commit_warning_ms_.compare_exchange_strong(last, now_ms)) return;
     log()->warn(
-        "committing the input offsets failed: {} ({}); tried again at the next "
-        "auto.commit.interval.ms, the messages since the last commit are read again should "
-        "sketchd stop before ({} failed commit(s) so far)",
+        "committing the input offsets failed: {} ({}); the commit is retried every "
+        "auto.commit.interval.ms, and should sketchd stop before one succeeds, the messages "
+        "since the last commit are read again ({} failed commit(s) so far)",
         rd_kafka_err2str(why), rd_kafka_err2name(why), failures);
   }
 
@@ -403,7 +403,22 @@ struct source::callbacks {
           continue;
         if (b["state"].get(state) == simdjson::SUCCESS && state == "UP") ++up;
       }
-      self->brokers_up_ = up;
+      // librdkafka says when every broker is down (_ALL_BROKERS_DOWN), not when they are
+      // back: without this line, its last failure would be the log's last word.
+      const auto now = std::chrono::steady_clock::now();
+      if (up == 0 && self->had_broker_up_ && !self->no_broker_since_) {
+        self->no_broker_since_ = now;
+      } else if (up > 0) {
+        if (self->no_broker_since_) {
+          log()->info(
+              "{} broker(s) of the input cluster reachable again, after about {} s with none", up,
+              std::chrono::duration_cast<std::chrono::seconds>(now - *self->no_broker_since_)
+                  .count());
+        }
+        self->no_broker_since_.reset();
+        self->had_broker_up_ = true;
+      }
+      self->brokers_up_ = up;  // after the line: a reader of the gauge finds it logged
     }
     simdjson::dom::object topics;
     if (root["topics"].get(topics) != simdjson::SUCCESS) return 0;

@@ -257,6 +257,10 @@ class source {
   mutable std::mutex mutex_;  // guards lag_ and fatal_
   std::vector<partition_lag> lag_;
   std::atomic<int> brokers_up_{-1};  // -1 until the first statistics
+  // Of the statistics callback (one thread at a time): whether a broker was ever up, and
+  // since when none is, for the line that says they are reachable again.
+  bool had_broker_up_ = false;
+  std::optional<std::chrono::steady_clock::time_point> no_broker_since_;
   std::atomic<std::uint64_t> commit_failures_{0};
   std::atomic<std::int64_t> commit_warning_ms_{0};  // steady clock, of the last such warning
   std::atomic<std::int64_t> uncommitted_{-1};  // -1 until the first statistics

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <iterator>
 
+#include "sketch/text.h"
 #include "sketchd/metrics/metrics.h"
 
 namespace sketchd::json {
@@ -12,7 +13,19 @@ namespace sketchd::json {
 void append_string(std::string& out, std::string_view raw) {
   const std::string s = metrics::clean_label_value(raw, raw.size() * 3 + 3);
   out += '"';
-  for (char c : s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    unsigned cp = 0;
+    // What acts on a terminal or reorders the text around it is escaped too (valid JSON
+    // either way): a log line or an answer read with `jq -r` is then as safe as the text
+    // log's (sketch::escape_controls).
+    if (static_cast<unsigned char>(c) >= 0xc2) {
+      if (const std::size_t length = sketch::escaped_character_at(s, i, &cp)) {
+        fmt::format_to(std::back_inserter(out), "\\u{:04x}", cp);
+        i += length - 1;
+        continue;
+      }
+    }
     switch (c) {
       case '"':
         out += "\\\"";
@@ -30,7 +43,7 @@ void append_string(std::string& out, std::string_view raw) {
         out += "\\t";
         break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
           fmt::format_to(std::back_inserter(out), "\\u{:04x}", static_cast<unsigned>(c));
         } else {
           out += c;

@@ -8,8 +8,9 @@
 namespace sketchd::json {
 
 // Appends `s` as a JSON string literal: quotes, backslashes and control characters are
-// escaped, and bytes that are not valid UTF-8 become U+FFFD, so the output is always
-// valid JSON whatever the item bytes were.
+// escaped (DEL, the C1 controls, U+2028, U+2029 and the bidirectional controls too, as
+// sketch::escape_controls does), and bytes that are not valid UTF-8 become U+FFFD, so the
+// output is always valid JSON whatever the item bytes were.
 void append_string(std::string& out, std::string_view s);
 
 [[nodiscard]] inline std::string quote(std::string_view s) {
