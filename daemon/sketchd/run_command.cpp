@@ -797,6 +797,8 @@ int run(const config& cfg) {
             "the final snapshot was not written: the next start restores the previous one, whose "
             "windows miss the items since (exit status 1)");
         status = 1;
+      } else {
+        log->info("final snapshot written to {}", cfg.state.dir.value_or(""));
       }
     } else {
       to_store.clear();

@@ -123,6 +123,7 @@ wait "$producer" || fail "producing chunk 2 failed"
 # Run 1's last batches came after the last scrape: its total is in its last log line.
 items1=$(sed -n 's/.*stopped after consuming \([0-9]*\) message.*/\1/p' "$work/term-1.err")
 [[ -n $items1 ]] || fail "run 1 did not log how many messages it consumed"
+check_log "$work/term-1.err" "final snapshot written to "
 start_daemon "$work/term.yaml" term-2
 check_log "$work/term-2.err" "restored snapshot"
 produce in-term -K'|' <"$work/chunk3"
