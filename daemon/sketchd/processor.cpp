@@ -173,7 +173,7 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
   // Delivery reports that have arrived are counted before the pipelines publish.
   if (sink_) sink_->poll();
   for (std::size_t i = 0; i < pipelines_.size(); ++i) {
-    log_heavy_events(i, wall_ms);
+    log_heavy_events(i);
     for (const sketch::heavy_event& e : heavy_events_[i]) {
       if (outputs_[i].alert) send_alert(i, e, wall_ms);
     }
@@ -195,10 +195,11 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
   publish();
 }
 
-void processor::log_heavy_events(std::size_t p, std::int64_t wall_ms, bool now) {
+void processor::log_heavy_events(std::size_t p, bool now) {
   heavy_log& l = heavy_log_[p];
   const auto& name = pipelines_[p]->name();
-  if (now || wall_ms - l.since_ms >= kWarningIntervalMs) {
+  const auto t = std::chrono::steady_clock::now();
+  if (now || t - l.since >= std::chrono::milliseconds(kWarningIntervalMs)) {
     if (l.held_entered + l.held_left > 0) {
       logger("pipeline")
           ->info(
@@ -206,11 +207,11 @@ void processor::log_heavy_events(std::size_t p, std::int64_t wall_ms, bool now) 
               "at most {} lines every {} s): sketchd_heavy_hitter_events_total counts every "
               "one{}, and GET /api/v1/pipelines/{}/topk gives the current heavy set",
               name, l.held_entered + l.held_left,
-              std::max<std::int64_t>(0, wall_ms - l.since_ms) / 1000, l.held_entered, l.held_left,
-              kHeavyLinesPerInterval, kWarningIntervalMs / 1000,
+              std::chrono::duration_cast<std::chrono::seconds>(t - l.since).count(), l.held_entered,
+              l.held_left, kHeavyLinesPerInterval, kWarningIntervalMs / 1000,
               outputs_[p].alert ? ", heavy_hitters.alerts_topic has each" : "", name);
     }
-    l = heavy_log{wall_ms, 0, 0, 0};
+    l = heavy_log{t, 0, 0, 0};
   }
   if (heavy_events_[p].empty()) return;
   const auto& hh = *pipelines_[p]->config().heavy_hitters;
@@ -233,9 +234,11 @@ void processor::log_heavy_events(std::size_t p, std::int64_t wall_ms, bool now) 
     json::append_number(fields, ratio);
     fields += ",\"threshold\":";
     json::append_number(fields, hh.threshold);
-    // An item leaves above the threshold when its estimate fell under the tracker's minimum
-    // (on a quiet window every item would pass the threshold otherwise).
-    const std::string why = !entered && e.estimate < sketch::top_k_tracker::kMinHeavyEstimate
+    // An item leaves above the threshold (from 0.9·φ on, the heavy set's hysteresis) when
+    // its estimate fell under the tracker's minimum (on a quiet window every item would
+    // pass the threshold otherwise).
+    const std::string why = !entered && e.estimate < sketch::top_k_tracker::kMinHeavyEstimate &&
+                                    ratio >= 0.9 * hh.threshold
                                 ? fmt::format(", under the minimum estimate of {}",
                                               sketch::top_k_tracker::kMinHeavyEstimate)
                                 : std::string();
@@ -481,7 +484,7 @@ void processor::log_held_back_warnings() {
   warn_extract_failures(wall_ms, /*now=*/true);
   for (std::size_t i = 0; i < pipelines_.size(); ++i) {
     heavy_events_[i].clear();
-    log_heavy_events(i, wall_ms, /*now=*/true);
+    log_heavy_events(i, /*now=*/true);
   }
   if (alert_failures_unreported_ > 0) {
     logger("pipeline")

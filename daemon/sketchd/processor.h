@@ -212,7 +212,7 @@ class processor {
   // low threshold over an even stream changes hundreds of items at each slide).
   static constexpr unsigned kHeavyLinesPerInterval = 20;
   struct heavy_log {
-    std::int64_t since_ms = 0;  // the interval's start
+    std::chrono::steady_clock::time_point since{};  // the interval's start
     unsigned shown = 0;
     std::uint64_t held_entered = 0;
     std::uint64_t held_left = 0;
@@ -220,7 +220,7 @@ class processor {
   std::vector<heavy_log> heavy_log_;
   // Logs heavy_events_ of pipeline p, and what was held back once its interval has passed
   // (or now with `now`).
-  void log_heavy_events(std::size_t p, std::int64_t wall_ms, bool now = false);
+  void log_heavy_events(std::size_t p, bool now = false);
 };
 
 }  // namespace sketchd

@@ -98,11 +98,8 @@ void start_signal_thread() {
         stop_signal.store(signal);
         stop_requested.store(true);
         // Logged as it comes, so that a second one is logged after it; before the logging
-        // is set up, the run's stop logs it.
-        if (log) {
-          log_stop_signal(*log, signal);
-          stop_signal_logged.store(true);
-        }
+        // is set up, the run's stop logs it (whichever comes first, once).
+        if (log && !stop_signal_logged.exchange(true)) log_stop_signal(*log, signal);
         continue;
       }
       if (!log) {
@@ -780,7 +777,7 @@ int run(const config& cfg) {
 
   ready.set(false, "shutting down");
   const readiness::long_step stopping(ready);
-  if (stop_signal.load() != 0 && !stop_signal_logged.load())
+  if (stop_signal.load() != 0 && !stop_signal_logged.exchange(true))
     log_stop_signal(*log, stop_signal.load());
   if (gen) gen->stop();
   if (!stop_seen) stop_seen = std::chrono::steady_clock::now();

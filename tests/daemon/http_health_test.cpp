@@ -3,6 +3,7 @@
 // and 200 again at its next beat. The limit here is 200 ms instead of a minute; the test
 // sleeps well past it, so the outcome does not depend on the machine's speed.
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -194,6 +195,27 @@ TEST(HttpLimits, ARefusedMethodClosesItsConnection) {
       "POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(smuggled.size()) +
           "\r\n\r\n" + smuggled + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(answer.rfind("HTTP/1.1 405 Method Not Allowed\r\n", 0), 0u) << answer;
+  EXPECT_EQ(count(answer, "HTTP/1.1 "), 1u) << answer;
+}
+
+// httplib reads no body of a GET: one sent all the same (here a request smuggled in it) is
+// not taken for a request, the answer closing the connection; nor is what follows a request
+// it could not parse (a 400).
+TEST(HttpLimits, AGetWithABodyAndAMalformedRequestCloseTheirConnection) {
+  served s;
+  const std::string smuggled = "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n";
+  std::string answer =
+      converse(s.port, "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                           std::to_string(smuggled.size()) + "\r\n\r\n" + smuggled);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << answer;
+  EXPECT_EQ(count(answer, "HTTP/1.1 "), 1u) << answer;
+  EXPECT_EQ(count(answer, "Connection: close\r\n"), 1u) << answer;
+  answer =
+      converse(s.port, "GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                           fmt::format("{:x}\r\n", smuggled.size()) + smuggled + "\r\n0\r\n\r\n");
+  EXPECT_EQ(count(answer, "HTTP/1.1 "), 1u) << answer;
+  answer = converse(s.port, "not a request\r\n\r\n" + smuggled);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u) << answer;
   EXPECT_EQ(count(answer, "HTTP/1.1 "), 1u) << answer;
 }
 

@@ -47,8 +47,8 @@ TEST(LogLines, ItemsCannotBreakALine) {
   EXPECT_EQ(replaced.substr(replaced.size() - 4), "\"…");
 }
 
-// The JSON log's fields (and the API's answers) escape what the text log escapes: read with
-// `jq -r`, an item cannot act on a terminal either.
+// The JSON log's fields (and the API's answers) escape what the text log escapes: shown as
+// they are, an item cannot act on a terminal either.
 TEST(LogLines, JsonStringsEscapeTerminalControls) {
   EXPECT_EQ(json::quote("u1"), "\"u1\"");
   EXPECT_EQ(json::quote(std::string("a\0\x1b[2J\x7f", 7)), "\"a\\u0000\\u001b[2J\\u007f\"");

@@ -275,9 +275,9 @@ TEST(Processor, HeavySetChangesAreLoggedTwentyAtATime) {
   EXPECT_EQ(count(lines.str(), "entered the heavy set"), 20u) << lines.str();
   EXPECT_EQ(count(lines.str(), "more heavy-set change(s)"), 0u);
   proc.log_held_back_warnings();
-  EXPECT_EQ(count(lines.str(),
-                  "orders: 80 more heavy-set change(s) in the last 0 s not logged "
-                  "(80 entered, 0 left; at most 20 lines every 10 s)"),
+  EXPECT_EQ(count(lines.str(), "orders: 80 more heavy-set change(s) in the last "), 1u)
+      << lines.str();
+  EXPECT_EQ(count(lines.str(), " s not logged (80 entered, 0 left; at most 20 lines every 10 s)"),
             1u)
       << lines.str();
   spdlog::drop("pipeline");

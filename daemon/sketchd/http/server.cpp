@@ -400,31 +400,9 @@ class bounded_socket_stream final : public httplib::Stream {
   std::size_t read_ = 0;  // bytes of this request read from the socket
 };
 
-// Closes a connection without losing the answers written to it. Linux answers the close of
-// a socket with unread input by a reset (RST), and a client still sending then sees its
-// send fail, or its connection reset, before it reads the answer: a body refused with a
-// 405, headers past 64 KiB, requests beyond the last answered. So the writing side is shut
-// first, and what the client still sends is read and dropped until it closes, for at most
-// kLinger and kLingerBytes (not once a stop has begun).
+// How a closing connection lingers (bounded_server::linger_close).
 constexpr std::chrono::seconds kLinger{1};
 constexpr std::size_t kLingerBytes = 1024 * 1024;
-
-void linger_close(socket_t sock) {
-  ::shutdown(sock, SHUT_WR);
-  const auto until = std::chrono::steady_clock::now() + kLinger;
-  std::array<char, 4096> sink;
-  for (std::size_t dropped = 0; dropped < kLingerBytes;) {
-    const auto left =
-        std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-    pollfd p{sock, POLLIN, 0};
-    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
-    const ssize_t n = ::recv(sock, sink.data(), sink.size(), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // the client closed, or is gone
-    dropped += static_cast<std::size_t>(n);
-  }
-  ::close(sock);
-}
 
 // httplib's server, each connection served through bounded_socket_stream; otherwise as
 // httplib serves it (up to keep_alive_max_count requests, each awaited for the keep-alive
@@ -462,16 +440,38 @@ class bounded_server final : public httplib::Server {
     }
     overrun = request_overrun::none;
     close_after_answer = false;
-    if (stopping()) {
-      ::shutdown(sock, SHUT_RDWR);  // a stop waits for no client
-      ::close(sock);
-    } else {
-      linger_close(sock);
-    }
+    linger_close(sock);
     return ok;
   }
 
  private:
+  // Closes a connection without losing the answers written to it. Linux answers the close
+  // of a socket with unread input by a reset (RST), and a client still sending then sees
+  // its send fail, or its connection reset, before it reads the answer: a body refused
+  // with a 405, headers past 64 KiB, requests beyond the last answered. So the writing side
+  // is shut first, and what the client still sends is read and dropped until it closes,
+  // for at most kLinger and kLingerBytes, and no longer once a stop has begun (a stop waits
+  // for no client).
+  void linger_close(socket_t sock) const {
+    ::shutdown(sock, SHUT_WR);
+    const auto until = std::chrono::steady_clock::now() + kLinger;
+    std::array<char, 4096> sink;
+    for (std::size_t dropped = 0; dropped < kLingerBytes && !stopping();) {
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      pollfd p{sock, POLLIN, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 100)));
+      if (ready == 0 || (ready < 0 && errno == EINTR)) continue;  // a slice: stopping()?
+      if (ready < 0) break;
+      const ssize_t n = ::recv(sock, sink.data(), sink.size(), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // the client closed, or is gone
+      dropped += static_cast<std::size_t>(n);
+    }
+    ::close(sock);
+  }
+
   bool process_and_close_socket(socket_t sock) override { return serve(sock); }
 
   // svr_sock_ is invalid once stop() has begun, and is_running() stays true until every
@@ -623,6 +623,13 @@ void http_server::routes() {
   // POST without a body would otherwise be a 400 for its missing Content-Length).
   s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     if (req.method == "GET" || req.method == "HEAD") {
+      // httplib reads no body of a GET or HEAD: one sent all the same would be read as the
+      // next request (a request smuggled in it answered). The answer closes the connection.
+      if (req.has_header("Transfer-Encoding") ||
+          (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0")) {
+        res.set_header("Connection", "close");
+        close_after_answer = true;
+      }
       // Every answer is whole: httplib would serve byte ranges of any of them (206, or a 416
       // without a JSON body), which no client of this API asks for, and it would announce
       // them to HEAD requests. The request is httplib's own, not const, object; it hands it
@@ -654,6 +661,11 @@ void http_server::routes() {
       res.set_header("Connection", "close");
       const auto [status, message] = overrun_answer(overrun);
       return json_error(res, status, message);
+    }
+    // After a request it could not parse, httplib cannot tell where the next one begins.
+    if (res.status == 400 || res.status == 414) {
+      res.set_header("Connection", "close");
+      close_after_answer = true;
     }
     if (res.body.empty()) {
       // httplib's own refusals (no route, a request it cannot parse, a request line longer

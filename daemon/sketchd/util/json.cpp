@@ -17,8 +17,8 @@ void append_string(std::string& out, std::string_view raw) {
     const char c = s[i];
     unsigned cp = 0;
     // What acts on a terminal or reorders the text around it is escaped too (valid JSON
-    // either way): a log line or an answer read with `jq -r` is then as safe as the text
-    // log's (sketch::escape_controls).
+    // either way), as in the text log (sketch::escape_controls): a JSON line shown as it is
+    // (tail, less, jq) cannot act on the terminal. (`jq -r` decodes the escapes again.)
     if (static_cast<unsigned char>(c) >= 0xc2) {
       if (const std::size_t length = sketch::escaped_character_at(s, i, &cp)) {
         fmt::format_to(std::back_inserter(out), "\\u{:04x}", cp);
