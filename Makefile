@@ -43,15 +43,23 @@ build-tsan: deps
 # static ones (checks of the dashboards and deployment files) again under
 # AddressSanitizer and UndefinedBehaviorSanitizer; the unit and integration tests again
 # under ThreadSanitizer (the daemon's threads: processing, polling, HTTP workers,
-# librdkafka's callbacks). The longest integration scenarios run under one of the two
-# sanitizers only (labels asan_only and tsan_only, tests/integration/CMakeLists.txt).
+# librdkafka's callbacks).
+# The integration tests spend most of their time waiting (for a consumer group to form, a
+# session to expire, a signal's stop) and little of it on the CPU, so they run ITEST_JOBS
+# at a time, the other tests JOBS at a time; the longest start first (their COST).
 # --no-tests=error: a build without tests fails, never passes;
 # SKETCHD_REQUIRE_TOOLS=1: a test whose tool (kcat, promtool…) is missing fails instead of
 # being skipped, since `deps` installs every one.
+ITEST_JOBS ?= $(shell echo $$((3 * $(JOBS))))
+CTEST = SKETCHD_REQUIRE_TOOLS=1 ctest --output-on-failure --no-tests=error
+
 test: build build-asan build-tsan
-	cd $(BUILD) && SKETCHD_REQUIRE_TOOLS=1 ctest --output-on-failure --no-tests=error -j $(JOBS)
-	cd $(ASAN) && SKETCHD_REQUIRE_TOOLS=1 ctest --output-on-failure --no-tests=error -j $(JOBS) -LE 'static|tsan_only'
-	cd $(TSAN) && SKETCHD_REQUIRE_TOOLS=1 ctest --output-on-failure --no-tests=error -j $(JOBS) -L 'unit|integration' -LE asan_only
+	cd $(BUILD) && $(CTEST) -j $(JOBS) -LE integration
+	cd $(BUILD) && $(CTEST) -j $(ITEST_JOBS) -L integration
+	cd $(ASAN) && $(CTEST) -j $(JOBS) -LE 'static|integration'
+	cd $(ASAN) && $(CTEST) -j $(ITEST_JOBS) -L integration
+	cd $(TSAN) && $(CTEST) -j $(JOBS) -L unit
+	cd $(TSAN) && $(CTEST) -j $(ITEST_JOBS) -L integration
 
 test-unit: build
 	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -L unit

@@ -323,15 +323,17 @@ void processor::forward_failed(const route& r, kafka::error_code err, std::strin
   if (ticket) tracker_.report(*ticket, false);
   if (!failure_.empty()) return;
   const auto& at = tracker_.first_failure();
-  failure_ = fmt::format(
-      "pipeline {}: forwarding to topic {} failed ({}: {}); consumption stopped{}",
-      pipelines_[r.pipeline]->name(), sink_->topic_name(r.topic), kafka::to_string(err), reason,
+  const std::string what = fmt::format(
+      "forwarding to topic {} failed ({}: {}); consumption stopped{}", sink_->topic_name(r.topic),
+      kafka::to_string(err), reason,
       tracker_.failed()
           ? fmt::format(" at topic {} partition {} offset {}, which will be read again after a "
                         "restart",
                         topics_[at.topic_index], at.partition, at.offset)
           : std::string());
-  logger("pipeline")->error("{}", failure_);
+  const std::string& name = pipelines_[r.pipeline]->name();
+  failure_ = fmt::format("pipeline {}: {}", name, what);  // for /readyz, which has no logger
+  logger("pipeline")->error("{}: {}", name, what);  // "[pipeline] NAME: …", as its other lines
 }
 
 bool processor::replaying(const kafka::record& r) const {

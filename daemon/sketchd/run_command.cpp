@@ -336,10 +336,13 @@ bool restore(const config& cfg, state::store& store,
   }
   positions = snap->offsets;
   snapshot_ms = snap->created_ms;
-  log->info("restored snapshot {} of {} ({} pipeline(s), {} partition position(s))", store.path(),
-            fmt::format("{:%Y-%m-%d %H:%M:%S} UTC",
-                        fmt::gmtime(static_cast<std::time_t>(snap->created_ms / 1000))),
-            kept.size(), positions.size());
+  const std::int64_t created_ms = std::max<std::int64_t>(snap->created_ms, 0);
+  log->info(
+      "restored snapshot {} of {} ({} pipeline(s), {} partition position(s))", store.path(),
+      // In UTC, as the log's own times.
+      fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}Z",
+                  fmt::gmtime(static_cast<std::time_t>(created_ms / 1000)), created_ms % 1000),
+      kept.size(), positions.size());
   return true;
 }
 

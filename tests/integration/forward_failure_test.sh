@@ -50,7 +50,7 @@ items=$(require_value "$work/metrics.txt" 'sketchd_pipeline_items_total{pipeline
 status=$(curl -s -o "$work/readyz.txt" -w '%{http_code}' "$http/readyz")
 [[ $status == 503 ]] || fail "/readyz answered $status after the failure, not 503"
 grep -q "forwarding to topic unique failed" "$work/readyz.txt" || fail "/readyz does not say why: $(cat "$work/readyz.txt")"
-check_log "$work/first.err" "forwarding to topic unique failed"
+check_log "$work/first.err" "\\[pipeline\\] orders: forwarding to topic unique failed"
 log "stopped after $failures failed deliveries, $items items read: $(cut -c1-160 "$work/readyz.txt")"
 sleep 2
 scrape

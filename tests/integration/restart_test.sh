@@ -125,7 +125,8 @@ items1=$(sed -n 's/.*stopped after consuming \([0-9]*\) message.*/\1/p' "$work/t
 [[ -n $items1 ]] || fail "run 1 did not log how many messages it consumed"
 check_log "$work/term-1.err" "final snapshot written to "
 start_daemon "$work/term.yaml" term-2
-check_log "$work/term-2.err" "restored snapshot"
+# The snapshot's time in UTC, as the log's own times.
+check_log "$work/term-2.err" "restored snapshot .* of [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z \\(1 pipeline"
 produce in-term -K'|' <"$work/chunk3"
 # Run 2 reads exactly what run 1 did not: everything after the snapshot's positions.
 deadline=$((SECONDS + 60))
