@@ -517,10 +517,8 @@ TEST(ConfigErrors, NullListEntryIsReportedAtItsDash) {
                              "\n"                               // 8
                              "\n"                               // 9
                              "# the end\n")),                   // 10
-              ElementsAre("test.yaml:7:3: pipelines[1]: missing required key \"name\"",
-                          "test.yaml:7:3: pipelines[1]: missing required key \"topics\"",
-                          "test.yaml:7:3: pipelines[1]: missing required key \"item\"",
-                          "test.yaml:7:3: pipelines[1]: needs heavy_hitters, dedup or both"));
+              ElementsAre("test.yaml:7:3: pipelines[1]: an empty entry: a pipeline needs name, "
+                          "topics, item, and heavy_hitters, dedup or both"));
   EXPECT_THAT(errors_of(load("kafka: { brokers: b }\n"          // 1
                              "pipelines:\n"                     // 2
                              "  - name: p\n"                    // 3
@@ -791,9 +789,15 @@ TEST(ConfigErrors, CrossFieldRulesAreChecked) {
   EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1, output_topic: t }\n"),
               ElementsAre("test.yaml:7:41: pipelines[0].dedup.output_topic: must not be one of the "
                           "pipeline's topics (the pipeline would read its own output)"));
-  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1, output_topic: o, duplicates_topic: o }\n"),
-              ElementsAre("test.yaml:7:62: pipelines[0].dedup.duplicates_topic: must differ from "
-                          "output_topic"));
+  // One of the two left out: said of the one written, with the other's default.
+  EXPECT_THAT(pipeline_errors("    heavy_hitters: { epsilon: 0.5 }\n"),
+              ElementsAre("test.yaml:7:31: pipelines[0].heavy_hitters.epsilon: must be less "
+                          "than threshold (0.01, its default), since an estimate may exceed the "
+                          "true count by epsilon times the window's items, got 0.5"));
+  EXPECT_THAT(pipeline_errors("    heavy_hitters: { threshold: 0.00005 }\n"),
+              ElementsAre("test.yaml:7:33: pipelines[0].heavy_hitters.threshold: must be greater "
+                          "than epsilon (0.0001, its default), since an estimate may exceed the "
+                          "true count by epsilon times the window's items, got 5e-05"));
   EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1, output_topic: __consumer_offsets }\n"),
               ElementsAre("test.yaml:7:41: pipelines[0].dedup.output_topic: __consumer_offsets is "
                           "one of Kafka's internal topics: sketchd does not write to it"));
@@ -828,7 +832,9 @@ TEST(ConfigErrors, PropertiesThatWouldBreakDeliveryAreRejected) {
       "  brokers: b\n"
       "  properties:\n"
       "    enable.auto.commit: false\n"
-      "    transactional.id: tx\n" +
+      "    transactional.id: tx\n"
+      "    enable.idempotence: \"False\"\n"
+      "    delivery.report.only.error: true\n" +
       std::string(kMinimal.substr(kMinimal.find("pipelines"))));
   EXPECT_THAT(errors_of(r),
               ElementsAre("test.yaml:4:25: kafka.properties[\"enable.auto.commit\"]: must stay "
@@ -836,15 +842,24 @@ TEST(ConfigErrors, PropertiesThatWouldBreakDeliveryAreRejected) {
                           "(every auto.commit.interval.ms)",
                           "test.yaml:5:5: kafka.properties[\"transactional.id\"]: sketchd's "
                           "producer is idempotent, not transactional (a transactional producer "
-                          "refuses every message sent outside a transaction)"));
+                          "refuses every message sent outside a transaction)",
+                          "test.yaml:6:25: kafka.properties[\"enable.idempotence\"]: must stay "
+                          "true: sketchd's producer is idempotent, so that a delivery retried "
+                          "after a lost acknowledgement is not written twice to an output topic",
+                          "test.yaml:7:33: kafka.properties[\"delivery.report.only.error\"]: must "
+                          "stay false: sketchd stores an input offset once every output of its "
+                          "message is acknowledged, which takes a report of every delivery"));
   EXPECT_TRUE(errors_of(load("kafka:\n"
                              "  brokers: b\n"
-                             "  properties: { enable.auto.commit: true }\n" +
+                             "  properties: { enable.auto.commit: true, enable.idempotence: true, "
+                             "delivery.report.only.error: false }\n" +
                              std::string(kMinimal.substr(kMinimal.find("pipelines")))))
                   .empty());
 }
 
-TEST(ConfigErrors, PropertiesAreCheckedByLibrdkafkaWithoutShowingTheirValues) {
+// librdkafka's message shows a value written in the file as it is (not a secret's); one
+// from the environment may be a secret in the wrong key, and is redacted.
+TEST(ConfigErrors, PropertiesAreCheckedByLibrdkafkaShowingOnlyValuesWrittenInTheFile) {
   const auto r = load(
       "kafka:\n"
       "  brokers: b\n"
@@ -853,7 +868,8 @@ TEST(ConfigErrors, PropertiesAreCheckedByLibrdkafkaWithoutShowingTheirValues) {
       "    fetch.wait.max.ms: soon\n"
       "    compression.codec: \"${CODEC}\"\n"
       "    sasl.password: \"${PASSWORD}\"\n"
-      "    session.timeout.ms: 6000\n" +
+      "    session.timeout.ms: 6000\n"
+      "    security.protocol: bogus\n" +
           std::string(kMinimal.substr(kMinimal.find("pipelines"))),
       {{"PASSWORD", "hunter2"}, {"CODEC", "hunter3"}});
   EXPECT_THAT(
@@ -864,7 +880,9 @@ TEST(ConfigErrors, PropertiesAreCheckedByLibrdkafkaWithoutShowingTheirValues) {
           "test.yaml:5:24: kafka.properties[\"fetch.wait.max.ms\"]: Invalid value for "
           "configuration property \"fetch.wait.max.ms\"",
           "test.yaml:6:24: kafka.properties[\"compression.codec\"]: Invalid value "
-          "\"<redacted>\" for configuration property \"compression.codec\""));
+          "\"<redacted>\" for configuration property \"compression.codec\"",
+          "test.yaml:9:24: kafka.properties[\"security.protocol\"]: Invalid value \"bogus\" for "
+          "configuration property \"security.protocol\""));
 }
 
 // The value of a secret property never shows in a message, whatever the problem; the name
@@ -1158,6 +1176,13 @@ TEST(ConfigErrors, AliasesRepeatingTooMuchAreOneErrorAtTheAlias) {
               IsEmpty());
 }
 
+TEST(ConfigErrors, ATabInAnIndentationIsNamed) {
+  EXPECT_THAT(errors_of(load("kafka:\n  brokers: b\npipelines:\n  - name: p\n\t topics: [t]\n")),
+              ElementsAre(::testing::MatchesRegex(
+                  "test\\.yaml:[0-9]+:[0-9]+: invalid YAML: .* \\(line 5 is indented with a tab: "
+                  "YAML indents with spaces only\\)")));
+}
+
 TEST(ConfigErrors, DeepNestingIsNamed) {
   EXPECT_THAT(errors_of(load("a: " + std::string(3000, '[') + std::string(3000, ']') + "\n")),
               ElementsAre(::testing::MatchesRegex(
@@ -1180,6 +1205,9 @@ TEST(ConfigErrors, HttpListenAddressIsChecked) {
   EXPECT_THAT(listen_errors("999.1.1.1:9464"), ElementsAre(HasSubstr("not an IPv4 address")));
   EXPECT_THAT(listen_errors("127.0.0:9464"), ElementsAre(HasSubstr("not an IPv4 address")));
   EXPECT_THAT(listen_errors("[::g]:9464"), ElementsAre(HasSubstr("not an IPv6 address")));
+  EXPECT_THAT(listen_errors("http://127.0.0.1:9464"),
+              ElementsAre("test.yaml:8:17: http.listen: expected HOST:PORT such as "
+                          "127.0.0.1:9464, not a URL, got \"http://127.0.0.1:9464\""));
 }
 
 TEST(ConfigErrors, BrokerListIsChecked) {
@@ -1211,8 +1239,56 @@ TEST(ConfigErrors, BrokerListIsChecked) {
   EXPECT_THAT(broker_errors("SASL_SSL://k1:9093,plaintext://k2:9092"), ::testing::IsEmpty());
   EXPECT_THAT(broker_errors("https://k1:9093"), ElementsAre(HasSubstr("unknown protocol")));
   EXPECT_THAT(broker_errors("SSL://"), ElementsAre(HasSubstr("no host after the protocol")));
-  EXPECT_THAT(broker_errors("[]:9092"), ElementsAre(HasSubstr("not a host name or address")));
+  EXPECT_THAT(broker_errors("[]:9092"), ElementsAre(HasSubstr("not an IPv6 address")));
+  // Digits and dots are an IPv4 address, brackets an IPv6 address, as in http.listen.
+  EXPECT_THAT(
+      broker_errors("999.1.1.1:9092"),
+      ElementsAre("test.yaml:2:12: kafka.brokers: \"999.1.1.1:9092\": not an IPv4 address"));
+  EXPECT_THAT(broker_errors("1.2.3:9092"), ElementsAre(HasSubstr("not an IPv4 address")));
+  EXPECT_THAT(broker_errors("[::g]:9092"), ElementsAre(HasSubstr("not an IPv6 address")));
+  EXPECT_THAT(
+      broker_errors("[fe80::1%eth0]:9092"),
+      ElementsAre(HasSubstr("not an IPv6 address (a zone such as %eth0 is not supported)")));
+  EXPECT_THAT(broker_errors("[fe80::1]:9092,127.0.0.1:9092"), ::testing::IsEmpty());
   EXPECT_THAT(broker_errors("["), ElementsAre(HasSubstr("closing \"]\"")));
+}
+
+// A topic sketchd writes to holds one kind of event, whichever pipelines write it: a sink
+// of first-seen events must not meet duplicates or alerts among them.
+TEST(ConfigErrors, EachOutputTopicHoldsOneKindOfEvent) {
+  const std::string head = "kafka: { brokers: k }\npipelines:\n";
+  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1, output_topic: o, duplicates_topic: o }\n"),
+              ElementsAre("test.yaml:7:62: pipelines[0].dedup.duplicates_topic: topic o already "
+                          "receives the first-seen events of pipeline p "
+                          "(pipelines[0].dedup.output_topic): a topic sketchd writes to holds one "
+                          "kind of event (first-seen events, duplicates, heavy-hitter alerts or "
+                          "the generator's stream)"));
+  EXPECT_THAT(
+      errors_of(load(head +
+                     "  - { name: A, topics: [a], item: { from: key }, dedup: { capacity: 9, "
+                     "output_topic: o } }\n"
+                     "  - { name: B, topics: [b], item: { from: key }, heavy_hitters: { "
+                     "alerts_topic: o }, dedup: { capacity: 9, output_topic: o2, "
+                     "duplicates_topic: o } }\n"
+                     "generator: { topic: o2 }\n")),
+      ElementsAre(
+          AllOf(StartsWith("test.yaml:4:81: pipelines[1].heavy_hitters.alerts_topic: topic o "
+                           "already receives the first-seen events of pipeline A "
+                           "(pipelines[0].dedup.output_topic)"),
+                EndsWith("kind of event (first-seen events, duplicates, heavy-hitter alerts or "
+                         "the generator's stream)")),
+          StartsWith("test.yaml:4:144: pipelines[1].dedup.duplicates_topic: topic o already "
+                     "receives the first-seen events of pipeline A"),
+          StartsWith("test.yaml:5:21: generator.topic: topic o2 already receives the first-seen "
+                     "events of pipeline B (pipelines[1].dedup.output_topic)")));
+  // The same kind from several pipelines: one topic of first-seen events, one of alerts.
+  EXPECT_THAT(
+      errors_of(load(head + "  - { name: A, topics: [a], item: { from: key }, heavy_hitters: { "
+                            "alerts_topic: h }, dedup: { capacity: 9, output_topic: o } }\n"
+                            "  - { name: B, topics: [b], item: { from: key }, heavy_hitters: { "
+                            "alerts_topic: h }, dedup: { capacity: 9, output_topic: o } }\n"
+                            "generator: { topic: a }\n")),
+      ::testing::IsEmpty());
 }
 
 TEST(ConfigErrors, PipelinesFeedingEachOtherInALoopAreRejected) {
@@ -1406,7 +1482,9 @@ TEST(ConfigValues, CountsTakeDecimalSuffixes) {
       {"-1", "a count cannot be negative"},
       {"", "expected a count (a whole number, optionally with k, M or G)"},
       {"k", "expected a count (a whole number, optionally with k, M or G)"},
-      {"1e6", "unknown count suffix \"e6\" (use k, M or G)"},
+      {"1e6", "a count has no exponent: 1000000 or 1M, not 1e6"},
+      {"1E6", "a count has no exponent: 1000000 or 1M, not 1e6"},
+      {"1e", "unknown count suffix \"e\" (use k, M or G)"},
       {"18446744073709551616", "count is too large"},
       {"18446744073709552k", "count is too large"}};
   for (const auto& [text, message] : bad) {

@@ -166,8 +166,10 @@ status=0
 SKETCHD_STATE_DIR="$PWD/not-a-dir/state" "$sketchd" check-config "$config_dir/example.yaml" \
   >/dev/null 2>state-file.err || status=$?
 [[ $status -eq 1 ]] || fail "check-config with state.dir under a file exited $status, expected 1"
-grep -q "^$config_dir/example.yaml: state.dir: $PWD/not-a-dir is not a directory: sketchd would not start\$" \
-  state-file.err || { cat state-file.err >&2; fail "check-config does not say that state.dir cannot be a directory"; }
+# At the position of state.dir's value, as the file's own errors.
+dir_line=$(grep -n '^  dir:' "$config_dir/example.yaml" | cut -d: -f1)
+grep -q "^$config_dir/example.yaml:$dir_line:8: state.dir: $PWD/not-a-dir is not a directory: sketchd would not start\$" \
+  state-file.err || { cat state-file.err >&2; fail "check-config does not say at state.dir that it cannot be a directory"; }
 log "state.dir under a file: check-config exit 1, \"$(head -1 state-file.err)\""
 
 # Usage errors: exit status 2 and one line.

@@ -104,8 +104,8 @@ refused "$work/other.yaml" "pipeline clicks: .*dedup.capacity: 10000 in the snap
 status=0
 "$sketchd" check-config "$work/other.yaml" >"$work/check.out" 2>"$work/check.err" || status=$?
 [[ $status == 1 ]] || fail "check-config exited with $status on a configuration the snapshot does not fit, not 1"
-check_log "$work/check.err" "pipelines\[0\] \(clicks\): does not fit the snapshot .*heavy_hitters.window: 5m in the snapshot, 10m in the configuration"
-check_log "$work/check.err" "pipelines\[1\] \(orders\): does not fit the snapshot .*dedup.capacity: 1000 in the snapshot, 2000 in the configuration"
+check_log "$work/check.err" ":[0-9]+:[0-9]+: pipelines\[0\] \(clicks\): does not fit the snapshot .*heavy_hitters.window: 5m in the snapshot, 10m in the configuration"
+check_log "$work/check.err" ":[0-9]+:[0-9]+: pipelines\[1\] \(orders\): does not fit the snapshot .*dedup.capacity: 1000 in the snapshot, 2000 in the configuration"
 write_config "$work/discard.yaml" 20000 10m true
 "$sketchd" check-config "$work/discard.yaml" >"$work/check.out" 2>"$work/check.err" ||
   fail "check-config refused a configuration whose mismatch discard_incompatible_snapshot accepts: $(cat "$work/check.err")"

@@ -23,11 +23,25 @@ namespace {
 // Of each pipeline's state, the start that holds its parameters (a few hundred bytes).
 constexpr std::uint64_t kParametersBytes = 1 << 20;
 
+// What the disk says of the configuration: problems (run would not start) and notes, each
+// at the position of the key it is about, as the file's own errors.
+struct findings {
+  std::string file;
+  std::vector<config_error> problems;
+  std::vector<config_error> notes;
+
+  void problem(source_position at, std::string message) {
+    problems.push_back(config_error{file, at.line, at.column, std::move(message)});
+  }
+  void note(source_position at, std::string message) {
+    notes.push_back(config_error{file, at.line, at.column, std::move(message)});
+  }
+};
+
 // Whether `run` could create state.dir and write in it. Not a directory is a problem; what
 // this user may not do is a note, since the daemon may run as another user. False when
 // there can be no snapshot to check.
-bool check_state_dir(const std::string& dir, std::vector<std::string>& problems,
-                     std::vector<std::string>& notes) {
+bool check_state_dir(const std::string& dir, source_position at, findings& found) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path existing = fs::absolute(fs::path(dir), ec);
@@ -39,10 +53,9 @@ bool check_state_dir(const std::string& dir, std::vector<std::string>& problems,
       return true;  // cannot tell (a parent this user may not search)
     if (fs::exists(st)) break;
     if (fs::is_symlink(fs::symlink_status(existing, ec))) {
-      problems.push_back(
-          fmt::format("state.dir: {} is a symbolic link to nothing: sketchd would "
-                      "not start",
-                      existing.string()));
+      found.problem(at, fmt::format("state.dir: {} is a symbolic link to nothing: sketchd would "
+                                    "not start",
+                                    existing.string()));
       return false;
     }
     if (!existing.has_relative_path()) return true;
@@ -50,14 +63,15 @@ bool check_state_dir(const std::string& dir, std::vector<std::string>& problems,
     created = true;
   }
   if (!fs::is_directory(existing, ec)) {
-    problems.push_back(fmt::format("state.dir: {} is not a directory: sketchd would not start",
-                                   existing.string()));
+    found.problem(at, fmt::format("state.dir: {} is not a directory: sketchd would not start",
+                                  existing.string()));
     return false;
   }
   if (::access(existing.c_str(), W_OK | X_OK) == 0) return true;
   const std::string why = std::system_category().message(errno);
-  notes.push_back(
-      created ? fmt::format("note: state.dir: {} does not exist, and this user cannot create it in "
+  found.note(
+      at, created
+              ? fmt::format("note: state.dir: {} does not exist, and this user cannot create it in "
                             "{} ({}): sketchd run as this user would not start",
                             dir, existing.string(), why)
               : fmt::format("note: state.dir: this user cannot write in {} ({}): sketchd run as "
@@ -70,35 +84,42 @@ bool check_state_dir(const std::string& dir, std::vector<std::string>& problems,
 // that would stop the start, and notes (what discard_incompatible_snapshot would discard,
 // a snapshot this user cannot read). Reads the file whole, for its checksum, but keeps only
 // the parameters of each pipeline's state; takes no lock, so the daemon may be running.
-void check_snapshot(const config& cfg, std::vector<std::string>& problems,
-                    std::vector<std::string>& notes) {
+void check_snapshot(const config& cfg, findings& found) {
   if (!cfg.state.dir || cfg.state.dir->empty()) return;
-  if (!check_state_dir(*cfg.state.dir, problems, notes)) return;
+  const source_position dir_at = cfg.state.dir_at;
+  if (!check_state_dir(*cfg.state.dir, dir_at, found)) return;
   const std::string file = fmt::format("{}/{}", *cfg.state.dir, state::store::kFileName);
   const bool discard = cfg.state.discard_incompatible_snapshot;
   std::optional<state::snapshot> snap;
   try {
     snap = state::read_snapshot_file(file, kParametersBytes);
   } catch (const state::unreadable_error& e) {
-    notes.push_back(
+    found.note(
+        dir_at,
         fmt::format("note: the snapshot was not checked against this configuration: {}", e.what()));
     return;
   } catch (const std::bad_alloc&) {
-    notes.push_back(fmt::format(
-        "note: the snapshot {} was not checked against this configuration: not enough memory",
-        file));
+    found.note(
+        dir_at,
+        fmt::format(
+            "note: the snapshot {} was not checked against this configuration: not enough memory",
+            file));
     return;
   } catch (const state::snapshot_error& e) {
     if (discard) {
-      notes.push_back(fmt::format(
-          "note: cannot use the snapshot ({}): sketchd will set it aside and start every "
-          "pipeline with empty windows (state.discard_incompatible_snapshot)",
-          e.what()));
+      found.note(
+          dir_at,
+          fmt::format(
+              "note: cannot use the snapshot ({}): sketchd will set it aside and start every "
+              "pipeline with empty windows (state.discard_incompatible_snapshot)",
+              e.what()));
     } else {
-      problems.push_back(fmt::format(
-          "cannot use the snapshot ({}): sketchd would not start (state.discard_incompatible_"
-          "snapshot: true sets it aside and starts every pipeline with empty windows)",
-          e.what()));
+      found.problem(
+          dir_at,
+          fmt::format(
+              "cannot use the snapshot ({}): sketchd would not start (state.discard_incompatible_"
+              "snapshot: true sets it aside and starts every pipeline with empty windows)",
+              e.what()));
     }
     return;
   }
@@ -116,15 +137,17 @@ void check_snapshot(const config& cfg, std::vector<std::string>& problems,
     }
     if (!mismatch) continue;
     if (discard) {
-      notes.push_back(fmt::format(
-          "note: pipelines[{}] ({}): does not fit the snapshot {}, {}: it will start with empty "
-          "windows (state.discard_incompatible_snapshot)",
-          i, name, file, *mismatch));
+      found.note(cfg.pipelines[i].at, fmt::format("note: pipelines[{}] ({}): does not fit the "
+                                                  "snapshot {}, {}: it will start with empty "
+                                                  "windows (state.discard_incompatible_snapshot)",
+                                                  i, name, file, *mismatch));
     } else {
-      problems.push_back(fmt::format(
-          "pipelines[{}] ({}): does not fit the snapshot {}, {}: sketchd would not start "
-          "(state.discard_incompatible_snapshot: true starts this pipeline with empty windows)",
-          i, name, file, *mismatch));
+      found.problem(
+          cfg.pipelines[i].at,
+          fmt::format(
+              "pipelines[{}] ({}): does not fit the snapshot {}, {}: sketchd would not start "
+              "(state.discard_incompatible_snapshot: true starts this pipeline with empty windows)",
+              i, name, file, *mismatch));
     }
   }
 }
@@ -135,12 +158,11 @@ int check_config_command(const std::string& path) {
   const load_result result = load_config_file(path);
   for (const config_error& e : result.errors) print_stderr(e.to_string() + "\n");
   if (!result.value) return 1;
-  std::vector<std::string> problems;
-  std::vector<std::string> notes;
-  check_snapshot(*result.value, problems, notes);
-  for (const std::string& p : problems) print_stderr(fmt::format("{}: {}\n", path, p));
-  for (const std::string& n : notes) print_stderr(fmt::format("{}: {}\n", path, n));
-  if (!problems.empty()) return 1;
+  findings found{path, {}, {}};
+  check_snapshot(*result.value, found);
+  for (const config_error& p : found.problems) print_stderr(p.to_string() + "\n");
+  for (const config_error& n : found.notes) print_stderr(n.to_string() + "\n");
+  if (!found.problems.empty()) return 1;
   const std::size_t n = result.value->pipelines.size();
   fmt::print("{}: ok ({} pipeline{})\n", path, n, n == 1 ? "" : "s");
   return 0;

@@ -70,6 +70,11 @@ YAML::Mark mark_of(const field& f) {
   return f.node.Mark();
 }
 
+source_position position_of(const YAML::Mark& mark) {
+  if (mark.is_null()) return {};
+  return {mark.line + 1, mark.column + 1};
+}
+
 std::string_view kind_of(const YAML::Node& node) {
   switch (node.Type()) {
     case YAML::NodeType::Map:
@@ -638,16 +643,23 @@ void read_optional_text(checker& c, const mapping& m, std::string_view key,
   }
 }
 
+// Kafka's own topics: the group offsets and the transactions' state.
+bool is_internal_topic(std::string_view topic) {
+  return topic == "__consumer_offsets" || topic == "__transaction_state";
+}
+
+void refuse_internal_topic(checker& c, const field& f, std::string_view topic) {
+  c.error(f,
+          fmt::format("{} is one of Kafka's internal topics: sketchd does not write to it", topic));
+}
+
 // An optional topic name: empty (after substitution) is the same as absent.
 void read_optional_topic(checker& c, const mapping& m, std::string_view key,
                          std::optional<std::string>& out) {
   if (const auto f = m.get(key)) {
     if (auto value = c.topic(*f, /*empty_ok=*/true); value && !value->empty()) {
-      // Kafka's own topics: the group offsets and the transactions' state.
-      if (*value == "__consumer_offsets" || *value == "__transaction_state") {
-        c.error(*f,
-                fmt::format("{} is one of Kafka's internal topics: sketchd does not write to it",
-                            *value));
+      if (is_internal_topic(*value)) {
+        refuse_internal_topic(c, *f, *value);
         return;
       }
       out = std::move(value);
@@ -943,11 +955,26 @@ std::optional<std::string> broker_list_problem(std::string_view list) {
       if (port.empty()) return fmt::format("\"{}\": no port after \":\"", shown);
     }
     const bool bracketed = entry.front() == '[';
-    const bool host_ok = !host.empty() && std::all_of(host.begin(), host.end(), [&](char ch) {
-      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '_' ||
-             (ch == ':' && bracketed);
-    });
-    if (!host_ok) {
+    // In brackets an IPv6 address; digits and dots an IPv4 address (as in http.listen);
+    // anything else a host name.
+    const std::string host_z(host);
+    in6_addr address{};
+    if (bracketed) {
+      if (::inet_pton(AF_INET6, host_z.c_str(), &address) != 1) {
+        return fmt::format("\"{}\": not an IPv6 address{}", shown,
+                           host.find('%') != std::string_view::npos
+                               ? " (a zone such as %eth0 is not supported)"
+                               : "");
+      }
+    } else if (!host.empty() && std::all_of(host.begin(), host.end(), [](char ch) {
+                 return ch == '.' || (ch >= '0' && ch <= '9');
+               })) {
+      if (::inet_pton(AF_INET, host_z.c_str(), &address) != 1)
+        return fmt::format("\"{}\": not an IPv4 address", shown);
+    } else if (host.empty() || !std::all_of(host.begin(), host.end(), [](char ch) {
+                 return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' ||
+                        ch == '_';
+               })) {
       const bool ipv6 = host.find(':') != std::string_view::npos;
       return fmt::format("\"{}\": not a host name or address{}", shown,
                          ipv6 ? " (an IPv6 address goes in brackets: [::1]:9092)" : "");
@@ -1029,8 +1056,9 @@ kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
       auto value = c.text(value_field);
       if (!value) continue;
       // librdkafka checks the name and the value now, so that a bad property is reported
-      // here with its line, not when the clients are created. A value can be a secret:
-      // librdkafka's message is redacted of it.
+      // here with its line, not when the clients are created. librdkafka's message shows
+      // the value only when it is written in the file as it is, and not a secret's: one
+      // from the environment may be a secret put in the wrong key.
       std::array<char, 512> errstr{};
       switch (rd_kafka_conf_set(scratch.get(), key.c_str(), value->c_str(), errstr.data(),
                                 errstr.size())) {
@@ -1042,13 +1070,16 @@ kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
           continue;
         case RD_KAFKA_CONF_INVALID:
           // Java's "none" is librdkafka's "error", which sketchd refuses (below).
-          c.error(value_field, key == "auto.offset.reset"
-                                   ? fmt::format("invalid value \"{}\": librdkafka takes "
-                                                 "earliest (smallest, beginning) or latest "
-                                                 "(largest, end); Java's none is librdkafka's "
-                                                 "error, which sketchd does not support",
-                                                 *value)
-                                   : kafka::redact(errstr.data(), {*value}));
+          c.error(value_field,
+                  key == "auto.offset.reset"
+                      ? fmt::format("invalid value \"{}\": librdkafka takes "
+                                    "earliest (smallest, beginning) or latest "
+                                    "(largest, end); Java's none is librdkafka's "
+                                    "error, which sketchd does not support",
+                                    *value)
+                  : value_field.secret || value_field.node.Scalar().find("${") != std::string::npos
+                      ? kafka::redact(errstr.data(), {*value})
+                      : std::string(errstr.data()));
           continue;
       }
       // Without it, offsets are committed only at a rebalance and at exit: a crash would
@@ -1075,22 +1106,33 @@ kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
                   RD_KAFKA_CONF_OK
               ? std::string_view(setting.data())
               : std::string_view();
+      // (The enable.idempotence and delivery.report.only.error ones are the forwarding
+      // producer's: an input offset is stored once its outputs are acknowledged, each once.)
+      struct refusal {
+        std::string_view key;
+        std::string_view value;  // as librdkafka reads it back
+        std::string_view why;
+      };
+      static constexpr refusal kRefusals[] = {
+          {"auto.commit.interval.ms", "0",
+           "must be above 0: 0 turns off the background commits of the offsets sketchd has "
+           "stored (a restart would read everything since the start again)"},
+          {"statistics.interval.ms", "0",
+           "must be above 0: librdkafka's statistics feed sketchd_kafka_consumer_lag_messages "
+           "and sketchd_kafka_brokers_up, and with them the alerts SketchdKafkaUnreachable and "
+           "SketchdConsumerLagGrowing"},
+          {"enable.idempotence", "false",
+           "must stay true: sketchd's producer is idempotent, so that a delivery retried after "
+           "a lost acknowledgement is not written twice to an output topic"},
+          {"delivery.report.only.error", "true",
+           "must stay false: sketchd stores an input offset once every output of its message "
+           "is acknowledged, which takes a report of every delivery"},
+          {"auto.offset.reset", "error",
+           "error is not supported: a partition without a committed offset would stop being "
+           "consumed, with nothing to show it; use earliest (sketchd's default) or latest"}};
       std::string_view refused;
-      if (key == "auto.commit.interval.ms" && read_back == "0") {
-        refused =
-            "must be above 0: 0 turns off the background commits of the offsets sketchd has "
-            "stored (a restart would read everything since the start again)";
-      }
-      if (key == "statistics.interval.ms" && read_back == "0") {
-        refused =
-            "must be above 0: librdkafka's statistics feed sketchd_kafka_consumer_lag_messages "
-            "and sketchd_kafka_brokers_up, and with them the alerts SketchdKafkaUnreachable and "
-            "SketchdConsumerLagGrowing";
-      }
-      if (key == "auto.offset.reset" && read_back == "error") {
-        refused =
-            "error is not supported: a partition without a committed offset would stop being "
-            "consumed, with nothing to show it; use earliest (sketchd's default) or latest";
+      for (const refusal& r : kRefusals) {
+        if (key == r.key && read_back == r.value) refused = r.why;
       }
       if (!refused.empty()) {
         c.error(value_field, std::string(refused));
@@ -1149,6 +1191,9 @@ http_config read_http(checker& c, const field& f) {
     c.error(*listen, fmt::format("{}, got \"{}\"", why, *value));
     return h;
   };
+  if (value->find("://") != std::string::npos) {
+    return bad("expected HOST:PORT such as 127.0.0.1:9464, not a URL");
+  }
   const std::size_t colon = value->rfind(':');
   if (colon == std::string::npos) {
     return bad("expected HOST:PORT such as 127.0.0.1:9464, 0.0.0.0:9464 or [::1]:9464");
@@ -1186,6 +1231,7 @@ state_config read_state(checker& c, const field& f) {
   state_config s;
   const mapping m(c, f, {"dir", "snapshot_interval", "discard_incompatible_snapshot"});
   read_optional_text(c, m, "dir", s.dir);
+  if (s.dir) s.dir_at = position_of(mark_of(*m.get("dir")));
   m.read("snapshot_interval", s.snapshot_interval, durations(c, milliseconds(1), kMaxInterval));
   m.read("discard_incompatible_snapshot", s.discard_incompatible_snapshot, booleans(c));
   return s;
@@ -1248,11 +1294,19 @@ heavy_hitters_config read_heavy_hitters(checker& c, const field& f,
                         hh.buckets, format_duration(hh.window)));
   }
   if (epsilon_ok && threshold_ok && hh.threshold <= hh.epsilon) {
-    const auto t = m.get("threshold");
-    c.error(t ? mark_of(*t) : m.mark(),
-            fmt::format("{}.threshold: must be greater than epsilon ({}), since an estimate may "
-                        "exceed the true count by epsilon times the window's items, got {}",
-                        m.path(), hh.epsilon, hh.threshold));
+    // Said of the key that is written: the other may be its default.
+    constexpr std::string_view why =
+        "since an estimate may exceed the true count by epsilon times the window's items";
+    if (const auto t = m.get("threshold")) {
+      c.error(mark_of(*t),
+              fmt::format("{}.threshold: must be greater than epsilon ({}{}), {}, got {}", m.path(),
+                          hh.epsilon, m.get("epsilon") ? "" : ", its default", why, hh.threshold));
+    } else {
+      const auto e = m.get("epsilon");
+      c.error(e ? mark_of(*e) : m.mark(),
+              fmt::format("{}.epsilon: must be less than threshold ({}, its default), {}, got {}",
+                          m.path(), hh.threshold, why, hh.epsilon));
+    }
   }
   check_count_min_size(c, m, hh, epsilon_ok, delta_ok, buckets_ok);
   if (hh.alerts_topic &&
@@ -1289,15 +1343,19 @@ dedup_config read_dedup(checker& c, const field& f, const std::vector<std::strin
   };
   check_not_input("output_topic", d.output_topic);
   check_not_input("duplicates_topic", d.duplicates_topic);
-  if (d.output_topic && d.duplicates_topic && *d.output_topic == *d.duplicates_topic) {
-    c.error(*m.get("duplicates_topic"), "must differ from output_topic");
-  }
   return d;
 }
 
 pipeline_config read_pipeline(checker& c, const field& f,
                               std::map<std::string, int, std::less<>>& names) {
   pipeline_config p;
+  p.at = position_of(mark_of(f));
+  if (f.node.IsNull()) {  // a bare "-": one problem, not one per required key
+    c.error(f,
+            "an empty entry: a pipeline needs name, topics, item, and heavy_hitters, dedup or "
+            "both");
+    return p;
+  }
   const mapping m(c, f,
                   {"name", "topics", "item", "clock", "max_item_bytes", "heavy_hitters", "dedup"});
   if (!m.valid()) return p;
@@ -1353,7 +1411,9 @@ generator_config read_generator(checker& c, const field& f) {
   generator_config g;
   const mapping m(c, f, {"topic", "rate", "distinct", "zipf", "key", "format"});
   if (!m.valid()) return g;
-  m.read_required("topic", g.topic, topics(c));
+  if (m.read_required("topic", g.topic, topics(c)) && is_internal_topic(g.topic)) {
+    refuse_internal_topic(c, *m.get("topic"), g.topic);
+  }
   m.read("rate", g.rate, counts(c, 1, kMaxGeneratorRate));
   m.read("distinct", g.distinct, counts(c, 1, kMaxGeneratorDistinct));
   m.read("zipf", g.zipf, reals(c, {0, true, std::numeric_limits<double>::infinity(), false}));
@@ -1449,6 +1509,62 @@ void check_pipeline_loops(checker& c, const std::vector<field>& elements,
   }
 }
 
+// A topic sketchd writes to holds one kind of event, whichever pipelines write it:
+// first-seen events, duplicates, heavy-hitter alerts or the generator's stream. A sink
+// reading first-seen events must not meet duplicates or alerts among them. (Several
+// pipelines may write the same kind to one topic: their first-seen events, say.)
+void check_output_kinds(checker& c, const std::vector<field>& elements,
+                        const std::vector<pipeline_config>& pipelines, const field* generator_field,
+                        const std::optional<generator_config>& generator) {
+  struct writer {
+    std::string_view kind;
+    std::string what;  // "pipeline NAME (PATH)" or "the generator (generator.topic)"
+  };
+  std::map<std::string_view, writer, std::less<>> first;
+  // The field of a topic read from NODE[section][key] (present: its value was read).
+  const auto at = [](const field& parent, std::string_view section, std::string_view key) {
+    const YAML::Node& node = parent.node;
+    YAML::Node value;
+    if (section.empty()) {
+      if (node.IsMap()) value = node[std::string(key)];
+    } else if (node.IsMap() && node[std::string(section)].IsMap()) {
+      value = node[std::string(section)][std::string(key)];
+    }
+    return field{value, parent.node.Mark(),
+                 section.empty() ? fmt::format("{}.{}", parent.path, key)
+                                 : fmt::format("{}.{}.{}", parent.path, section, key)};
+  };
+  const auto add = [&](const std::string& topic, std::string_view kind, const field& where,
+                       std::string what) {
+    const auto [it, inserted] = first.emplace(topic, writer{kind, std::move(what)});
+    if (inserted || it->second.kind == kind) return;
+    c.error(where, fmt::format("topic {} already receives the {} of {}: a topic sketchd writes to "
+                               "holds one kind of event (first-seen events, duplicates, "
+                               "heavy-hitter alerts or the generator's stream)",
+                               topic, it->second.kind, it->second.what));
+  };
+  const std::size_t n = std::min(elements.size(), pipelines.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const pipeline_config& p = pipelines[i];
+    const auto each = [&](const std::optional<std::string>& topic, std::string_view kind,
+                          std::string_view section, std::string_view key) {
+      if (!topic) return;
+      const field f = at(elements[i], section, key);
+      add(*topic, kind, f, fmt::format("pipeline {} ({})", p.name, f.path));
+    };
+    if (p.dedup) {
+      each(p.dedup->output_topic, "first-seen events", "dedup", "output_topic");
+      each(p.dedup->duplicates_topic, "duplicates", "dedup", "duplicates_topic");
+    }
+    if (p.heavy_hitters)
+      each(p.heavy_hitters->alerts_topic, "heavy-hitter alerts", "heavy_hitters", "alerts_topic");
+  }
+  if (generator && generator_field != nullptr && !generator->topic.empty()) {
+    add(generator->topic, "generated events", at(*generator_field, "", "topic"),
+        "the generator (generator.topic)");
+  }
+}
+
 config read_config(checker& c, const YAML::Node& root) {
   config cfg;
   const field self{root, YAML::Mark(), ""};
@@ -1466,15 +1582,18 @@ config read_config(checker& c, const YAML::Node& root) {
   }
   if (const field* h = m.find("http")) cfg.http = read_http(c, *h);
   if (const field* s = m.find("state")) cfg.state = read_state(c, *s);
+  std::optional<std::vector<field>> elements;
   if (const auto p = m.require("pipelines")) {
-    if (const auto elements = c.list(*p)) {
+    if ((elements = c.list(*p))) {
       if (elements->empty()) c.error(*p, "needs at least one pipeline");
       std::map<std::string, int, std::less<>> names;
       for (const field& e : *elements) cfg.pipelines.push_back(read_pipeline(c, e, names));
       check_pipeline_loops(c, *elements, cfg.pipelines);
     }
   }
-  if (const field* g = m.find("generator")) cfg.generator = read_generator(c, *g);
+  const field* g = m.find("generator");
+  if (g != nullptr) cfg.generator = read_generator(c, *g);
+  if (elements) check_output_kinds(c, *elements, cfg.pipelines, g, cfg.generator);
   if (const field* l = m.find("log")) cfg.log = read_log(c, *l);
   const bool produces =
       std::any_of(cfg.pipelines.begin(), cfg.pipelines.end(), [](const pipeline_config& p) {
@@ -1733,7 +1852,22 @@ load_result load_config_string(std::string_view yaml, const std::string& file_na
     result.errors = c.take_errors();
     return result;
   } catch (const YAML::Exception& e) {
-    c.error(e.mark, fmt::format("invalid YAML: {}", e.msg));
+    // yaml-cpp's message for a tab in an indentation ("illegal map value", "end of map
+    // not found"…) does not say so: the first such line is named.
+    std::string hint;
+    std::size_t line = 1;
+    for (std::size_t at = 0; at < text.size(); ++line) {
+      const std::size_t indent_end = text.find_first_not_of(' ', at);
+      if (indent_end < text.size() && text[indent_end] == '\t') {
+        hint =
+            fmt::format(" (line {} is indented with a tab: YAML indents with spaces only)", line);
+        break;
+      }
+      const std::size_t eol = text.find('\n', at);
+      if (eol == std::string::npos) break;
+      at = eol + 1;
+    }
+    c.error(e.mark, fmt::format("invalid YAML: {}{}", e.msg, hint));
     result.errors = c.take_errors();
     return result;
   }

@@ -70,8 +70,16 @@ struct http_config {
   std::uint16_t port = 9464;              // 0: any free port
 };
 
+// Where a value is in the configuration file, 1-based (0: unknown), for what is found
+// wrong with it later, when the file is checked against the disk (check-config).
+struct source_position {
+  int line = 0;
+  int column = 0;
+};
+
 struct state_config {
   std::optional<std::string> dir;                                         // no snapshots when unset
+  source_position dir_at;
   std::chrono::milliseconds snapshot_interval{std::chrono::seconds(30)};  // 1ms..1d
   // A snapshot of another format or other parameters is skipped (and logged) instead of
   // stopping the daemon.
@@ -116,6 +124,7 @@ struct dedup_config {
 
 struct pipeline_config {
   std::string name;  // unique, [A-Za-z0-9_.-]+
+  source_position at;  // of its entry in pipelines
   std::vector<std::string> topics;
   item_config item;
   clock_kind clock = clock_kind::event;

@@ -103,6 +103,9 @@ std::uint64_t parse_count(std::string_view text) {
   } else if (suffix == "G") {
     multiplier = 1'000'000'000;
     multiplier_digits = 9;
+  } else if (suffix.size() >= 2 && (suffix[0] == 'e' || suffix[0] == 'E') &&
+             std::all_of(suffix.begin() + 1, suffix.end(), is_digit)) {
+    throw std::invalid_argument("a count has no exponent: 1000000 or 1M, not 1e6");
   } else if (!suffix.empty()) {
     throw std::invalid_argument(fmt::format("unknown count suffix \"{}\" (use k, M or G)", suffix));
   }
