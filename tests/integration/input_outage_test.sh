@@ -56,6 +56,8 @@ mock_control "up 1"
 wait_metric 'sketchd_kafka_brokers_up' -eq 1 30
 # The log says so, after librdkafka's lines about the brokers being down.
 check_log "$work/sketchd.err" "1 broker\(s\) of the input cluster reachable again, after about [0-9]+ s with none"
+# librdkafka's lines say which client failed: here the consumer's connections.
+check_log "$work/sketchd.err" "error \[kafka\] FAIL \(consumer\): .*Connect to .* failed"
 chunk_events 1 | produce events -K'|'
 wait_metric 'sketchd_pipeline_items_total{pipeline="orders"}' -ge $((2 * chunk)) 60
 sleep 1

@@ -36,20 +36,28 @@ void write_line(int level, std::string_view facility, std::string_view text,
   }
 }
 
-// Called from librdkafka's threads; must not call librdkafka nor let anything escape.
-void log_line(const rd_kafka_t* /*handle*/, int level, const char* facility, const char* text) {
+// Called from librdkafka's threads; must not let anything escape, and calls nothing of
+// librdkafka's but rd_kafka_type, which reads a field set before the handle logs.
+void log_line(const rd_kafka_t* handle, int level, const char* facility, const char* text) {
   try {
+    // Which client: the consumer's failures stop the input, the producer's the outputs
+    // (the same broker may fail for one and not the other). Limited apart.
+    const std::string kind =
+        handle == nullptr
+            ? std::string(facility)
+            : fmt::format("{} ({})", facility,
+                          rd_kafka_type(handle) == RD_KAFKA_CONSUMER ? "consumer" : "producer");
     std::string note;
     if (level <= 4) {  // warnings and errors; info and debug lines are asked for
       const auto held =
-          librdkafka_log_limiter().admit(facility, text, std::chrono::steady_clock::now(), level);
+          librdkafka_log_limiter().admit(kind, text, std::chrono::steady_clock::now(), level);
       if (!held) return;
       if (*held > 0) {
         note = fmt::format(" ({} more such line(s) held back in the last {} s)", *held,
                            kLogInterval.count());
       }
     }
-    write_line(level, facility, text, note);
+    write_line(level, kind, text, note);
   } catch (...) {  // NOLINT(bugprone-empty-catch): a log line is not worth a crash
   }
 }
