@@ -503,16 +503,25 @@ void processor::warn_extract_failures(std::int64_t wall_ms, bool now) {
       continue;
     const pipeline_counters c = pipelines_[i]->counters();
     std::string reasons;
+    std::string reason_fields;  // "reason":count,… for the JSON log
     std::uint64_t total = 0;
     for (std::size_t r = 1; r < kExtractFailureCount; ++r) {
       const std::uint64_t n = c.failures[r] - failures_warned_[i][r];
       if (n == 0) continue;
       total += n;
-      reasons += fmt::format("{}{} {}", reasons.empty() ? "" : ", ", n,
-                             to_string(static_cast<extract_failure>(r)));
+      const std::string_view reason = to_string(static_cast<extract_failure>(r));
+      reasons += fmt::format("{}{} {}", reasons.empty() ? "" : ", ", n, reason);
+      reason_fields += fmt::format("{}\"{}\":{}", reason_fields.empty() ? "" : ",", reason, n);
     }
     const failure_example& ex = failure_example_[i];
     if (total > 0) {
+      std::string fields = "\"pipeline\":";
+      json::append_string(fields, pipelines_[i]->name());
+      fields += fmt::format(",\"skipped\":{},\"reasons\":{{{}}},\"example\":{{\"topic\":", total,
+                            reason_fields);
+      json::append_string(fields, topics_[ex.topic_index]);
+      fields += fmt::format(",\"partition\":{},\"offset\":{}}}", ex.partition, ex.offset);
+      const log_fields in_json(std::move(fields));
       logger("pipeline")
           ->warn(
               "{}: skipped {} message(s) without a usable item ({}); one is at topic {} partition "

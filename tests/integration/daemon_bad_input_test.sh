@@ -310,8 +310,14 @@ e = first("heavy-hitter enter line", lambda o: o.get("event") == "enter")
 if not (isinstance(e.get("item"), str) and e.get("estimate", 0) >= 10 and e.get("threshold") == 0.01
         and e["window_items"] >= e["estimate"] and e["pipeline"] in ("users", "keys")):
     sys.exit(f"heavy-hitter line fields malformed: {e}")
-first("warning about skipped messages",
-      lambda o: o["level"] == "warning" and "without a usable item" in o["message"])
+w = first("warning about skipped messages",
+          lambda o: o["level"] == "warning" and "without a usable item" in o["message"])
+reasons, example = w.get("reasons"), w.get("example")
+if not (w.get("pipeline") in ("users", "keys", "tenants", "long") and isinstance(reasons, dict) and reasons
+        and all(isinstance(n, int) and n > 0 for n in reasons.values())
+        and w.get("skipped") == sum(reasons.values()) and isinstance(example, dict)
+        and example.get("topic") in ("raw", "headers") and isinstance(example.get("offset"), int)):
+    sys.exit(f"skipped-messages warning fields malformed: {w}")
 print(f"{len(objects)} JSON log lines; summary {s['pipeline']}: top {top['item']!r}")
 EOF
 log "every log line is a JSON object; summary and heavy-hitter lines carry their fields"

@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <utility>
 
+#include "sketchd/util/json.h"
+#include "sketchd/util/logging.h"
+
 namespace sketchd::kafka {
 namespace {
 
@@ -27,12 +30,21 @@ log_limiter& librdkafka_log_limiter() {
   return limiter;
 }
 
-void write_line(int level, std::string_view facility, std::string_view text,
-                std::string_view note) {
+// KIND is librdkafka's facility and the client, as "FAIL (consumer)": in the JSON log,
+// fields of their own.
+void write_line(int level, std::string_view kind, std::string_view text, std::string_view note) {
   if (const auto logger = spdlog::get("kafka")) {
-    logger->log(to_spdlog_level(level), "{}: {}{}", facility, text, note);
+    std::string fields = "\"facility\":";
+    const std::size_t open = kind.find(" (");
+    json::append_string(fields, kind.substr(0, open));
+    if (open != std::string_view::npos && kind.ends_with(')')) {
+      fields += ",\"client\":";
+      json::append_string(fields, kind.substr(open + 2, kind.size() - open - 3));
+    }
+    const log_fields in_json(std::move(fields));
+    logger->log(to_spdlog_level(level), "{}: {}{}", kind, text, note);
   } else {
-    fmt::print(stderr, "%{}|{}| {}{}\n", level, facility, text, note);
+    fmt::print(stderr, "%{}|{}| {}{}\n", level, kind, text, note);
   }
 }
 
