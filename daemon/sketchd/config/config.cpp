@@ -1522,14 +1522,20 @@ void check_output_kinds(checker& c, const std::vector<field>& elements,
   };
   std::map<std::string_view, writer, std::less<>> first;
   // The field of a topic read from NODE[section][key] (present: its value was read).
-  const auto at = [](const field& parent, std::string_view section, std::string_view key) {
-    const YAML::Node& node = parent.node;
-    YAML::Node value;
-    if (section.empty()) {
-      if (node.IsMap()) value = node[std::string(key)];
-    } else if (node.IsMap() && node[std::string(section)].IsMap()) {
-      value = node[std::string(section)][std::string(key)];
+  // The value at KEY of a mapping, or a null node: found by iterating, since yaml-cpp's
+  // lookup of a missing key gives a node that throws when used.
+  const auto find = [](const YAML::Node& node, std::string_view key) {
+    if (node.IsMap()) {
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        if (it->first.IsScalar() && it->first.Scalar() == key) return it->second;
+      }
     }
+    return YAML::Node();
+  };
+  // The field of a topic at PARENT[section][key] (there: its value was read).
+  const auto at = [&](const field& parent, std::string_view section, std::string_view key) {
+    const YAML::Node value =
+        section.empty() ? find(parent.node, key) : find(find(parent.node, section), key);
     return field{value, parent.node.Mark(),
                  section.empty() ? fmt::format("{}.{}", parent.path, key)
                                  : fmt::format("{}.{}.{}", parent.path, section, key)};
