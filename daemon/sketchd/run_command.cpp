@@ -447,10 +447,23 @@ int run(const config& cfg) {
   static constexpr std::chrono::seconds kQueueGrace{5};
   static constexpr std::chrono::seconds kFinalWait{10};
   std::optional<std::chrono::steady_clock::time_point> stop_seen;  // processing thread's
+  // Backpressure: once a batch has waited kHoldAfter on the full output queue, the input is
+  // held (kafka::source::hold) until the batch is done, so that the consumer stays in its
+  // group and its statistics current however long the outputs take.
+  static constexpr std::chrono::seconds kHoldAfter{1};
+  std::optional<std::chrono::steady_clock::time_point> waiting_since;  // in this batch
+  kafka::source* input = nullptr;                                      // once it exists
   readiness ready;
   std::optional<readiness::long_step> starting(std::in_place, ready);
-  processor proc(cfg, writers, so.topics, bootstrap, [&ready, &stop_seen] {
+  processor proc(cfg, writers, so.topics, bootstrap, [&ready, &stop_seen, &waiting_since, &input] {
     ready.beat();
+    const auto waited = std::chrono::steady_clock::now();
+    if (!waiting_since) waiting_since = waited;
+    if (input != nullptr && !input->held() && waited - *waiting_since >= kHoldAfter) {
+      input->hold();
+      if (const auto l = spdlog::get("kafka"))
+        l->debug("input held while the output queue is full");
+    }
     if (!stop_requested.load()) return false;
     const auto now = std::chrono::steady_clock::now();
     if (!stop_seen) stop_seen = now;
@@ -542,6 +555,7 @@ int run(const config& cfg) {
       port);
 
   kafka::source source(so);
+  input = &source;
   // The server stops before `source`, which its lag collector reads, is destroyed: on an
   // exception as on the normal return.
   struct stop_http_first {
@@ -738,6 +752,8 @@ int run(const config& cfg) {
       // are never stored); the windows keep sliding and the counters keep being published.
       proc.process({}, now);
     }
+    waiting_since.reset();
+    source.release();
     to_store.clear();
     proc.poll(to_store);
     source.store_offsets(to_store);

@@ -8,6 +8,11 @@
 #     /api/v1/pipelines, /healthz and /readyz each answer 200 within 3 s, 8 times over
 #     (they used to hang: the pipelines' state stayed locked while forwarding waited, and
 #     four hung requests took every HTTP worker, /healthz included);
+#   - while it waits, longer than max.poll.interval.ms (6 s here), it stays in its group
+#     (the input is held: its partitions paused, the consumer polled on) and its
+#     statistics stay current (sketchd_kafka_uncommitted_messages counts what it read; the
+#     consumer was not polled, so the member left its group after max.poll.interval.ms and
+#     the statistics stood still);
 #   - a second sketchd given the same http.listen exits 1 with "cannot listen" and joins
 #     no group (httplib's SO_REUSEPORT let it start and share the port); one given the
 #     same state.dir exits 1 saying it is in use;
@@ -36,7 +41,9 @@ cat >"$work/sketchd.yaml" <<EOF
 kafka:
   brokers: "$bootstrap"
   group_id: itest-stuck
-  properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 1000, queue.buffering.max.messages: 100 }
+  properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 1000, queue.buffering.max.messages: 100,
+                max.poll.interval.ms: 6000, statistics.interval.ms: 500 }
+  batch_size: 100
 http:
   listen: "127.0.0.1:$port"
 state:
@@ -52,6 +59,7 @@ log: { level: info, summary_interval: 0 }
 EOF
 start_daemon "$work/sketchd.yaml"
 wait_metric 'sketchd_producer_queue_messages' -ge 100 30
+stuck_at=$SECONDS
 log "forwarding waits on the full producer queue"
 
 for round in $(seq 8); do
@@ -81,6 +89,17 @@ expect_refused second "the same address" "cannot listen on 127\.0\.0\.1:$port" \
 # and write over its snapshots.
 expect_refused third "the same state.dir" "is in use by another sketchd" \
   -e "s|127.0.0.1:$port|127.0.0.1:$(free_port)|"
+
+# Stuck for longer than max.poll.interval.ms: still in the group, its statistics current.
+while ((SECONDS - stuck_at < 10)); do sleep 0.5; done
+wait_metric 'sketchd_kafka_uncommitted_messages' -gt 0 10
+scrape
+[[ $(require_value "$work/metrics.txt" 'sketchd_kafka_assigned_partitions') == 2 ]] \
+  || fail "sketchd does not hold its 2 partitions after $((SECONDS - stuck_at)) s waiting on its outputs"
+if grep -Eq "MAXPOLL|assignment lost" "$work/sketchd.err"; then
+  fail "sketchd left its group while waiting on its outputs: $(grep -Em1 "MAXPOLL|assignment lost" "$work/sketchd.err")"
+fi
+log "waiting on its outputs for $((SECONDS - stuck_at)) s: in its group, $(require_value "$work/metrics.txt" sketchd_kafka_uncommitted_messages) message(s) read and not committed"
 
 mock_control "up 2"
 wait_metric 'sketchd_dedup_forwarded_total{pipeline="orders"}' -ge "$events" 90

@@ -268,7 +268,8 @@ struct source::callbacks {
       const bool lost = rd_kafka_assignment_lost(rk) == 1;
       if (lost) {
         log()->warn(
-            "assignment lost (the group's session expired): {} partition(s) revoked "
+            "assignment lost (the group's session expired, or this member left it after "
+            "max.poll.interval.ms without a poll): {} partition(s) revoked "
             "without a commit; their next owner reads them from the last commit",
             partitions->cnt);
       }
@@ -311,6 +312,9 @@ struct source::callbacks {
         }
       }
     }
+    // With a pause or a hold in force, what is assigned is paused too, before a release
+    // can resume the assignment without it.
+    std::unique_lock pause_lock(self->pause_mutex_);
     if (cooperative) {
       rd_kafka_error_t* e = assign ? rd_kafka_incremental_assign(rk, partitions)
                                    : rd_kafka_incremental_unassign(rk, partitions);
@@ -323,7 +327,8 @@ struct source::callbacks {
       const rd_kafka_resp_err_t e = rd_kafka_assign(rk, assign ? partitions : nullptr);
       if (e) log()->error("assign failed: {}", rd_kafka_err2str(e));
     }
-    if (assign && self->paused_) rd_kafka_pause_partitions(rk, partitions);
+    if (assign && (self->paused_ || self->held_)) rd_kafka_pause_partitions(rk, partitions);
+    pause_lock.unlock();
     // The assignment after this change (an incremental unassign completes asynchronously,
     // so it is computed here rather than read back).
     if (cooperative) {
@@ -583,17 +588,60 @@ void source::poll_loop() {
   auto next_held_lines = std::chrono::steady_clock::now();
   // Short waits, so that close() is not held up by an idle topic.
   const int wait_ms = std::min(options_.poll_timeout_ms, 100);
-  for (;;) {
-    {
-      std::lock_guard lock(queue_mutex_);
-      if (stopping_) break;
+  // One message of rd_kafka_consumer_poll into B (its size added to BYTES), or its error
+  // logged and dropped.
+  const auto take = [&](rd_kafka_message_t* m, batch& b, std::size_t& bytes) {
+    if (m->err == RD_KAFKA_RESP_ERR__FATAL) {
+      // A consumer in a group (a static member fenced by another with its
+      // group.instance.id, say) receives its fatal error here, never through the error
+      // callback: librdkafka hands it to whoever polls.
+      set_fatal(fatal_error_text(consumer_.get()));
+      rd_kafka_message_destroy(m);
+      return;
     }
+    if (m->err) {
+      if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        message_errors_.fetch_add(1, std::memory_order_relaxed);
+        message_errors.warn(fmt::format("consume error{}: {}",
+                                        m->rkt
+                                            ? fmt::format(" [topic {}, partition {}]",
+                                                          rd_kafka_topic_name(m->rkt), m->partition)
+                                            : std::string(),
+                                        rd_kafka_message_errstr(m)));
+      }
+      rd_kafka_message_destroy(m);
+      return;
+    }
+    b.messages.push_back(m);
+    bytes += m->len + m->key_len;
+    record r;
+    r.topic_index = topic_index(m);
+    r.partition = m->partition;
+    r.offset = m->offset;
+    rd_kafka_timestamp_type_t type;
+    r.timestamp_ms = rd_kafka_message_timestamp(m, &type);
+    r.view.has_key = m->key != nullptr;
+    r.view.key = std::string_view(static_cast<const char*>(m->key), m->key ? m->key_len : 0);
+    r.view.value = std::string_view(static_cast<const char*>(m->payload), m->payload ? m->len : 0);
+    r.view.find_header = &find_header;
+    r.view.header_context = m;
+    r.native = m;
+    b.records.push_back(r);
+  };
+  const auto housekeeping = [&] {
     const auto now = std::chrono::steady_clock::now();
     message_errors.flush(now);
     if (now >= next_held_lines) {
       log_held_back_lines();
       next_held_lines = now + std::chrono::seconds(1);
     }
+  };
+  for (;;) {
+    {
+      std::lock_guard lock(queue_mutex_);
+      if (stopping_) break;
+    }
+    housekeeping();
     batch& b = *filling_;
     int timeout = wait_ms;
     std::size_t bytes = 0;
@@ -601,47 +649,24 @@ void source::poll_loop() {
       rd_kafka_message_t* m = rd_kafka_consumer_poll(consumer_.get(), timeout);
       if (m == nullptr) break;
       timeout = 0;  // after the first message, only what is already there
-      if (m->err == RD_KAFKA_RESP_ERR__FATAL) {
-        // A consumer in a group (a static member fenced by another with its
-        // group.instance.id, say) receives its fatal error here, never through the error
-        // callback: librdkafka hands it to whoever polls.
-        set_fatal(fatal_error_text(consumer_.get()));
-        rd_kafka_message_destroy(m);
-        continue;
-      }
-      if (m->err) {
-        if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-          message_errors_.fetch_add(1, std::memory_order_relaxed);
-          message_errors.warn(
-              fmt::format("consume error{}: {}",
-                          m->rkt ? fmt::format(" [topic {}, partition {}]",
-                                               rd_kafka_topic_name(m->rkt), m->partition)
-                                 : std::string(),
-                          rd_kafka_message_errstr(m)));
-        }
-        rd_kafka_message_destroy(m);
-        continue;
-      }
-      b.messages.push_back(m);
-      bytes += m->len + m->key_len;
-      record r;
-      r.topic_index = topic_index(m);
-      r.partition = m->partition;
-      r.offset = m->offset;
-      rd_kafka_timestamp_type_t type;
-      r.timestamp_ms = rd_kafka_message_timestamp(m, &type);
-      r.view.has_key = m->key != nullptr;
-      r.view.key = std::string_view(static_cast<const char*>(m->key), m->key ? m->key_len : 0);
-      r.view.value =
-          std::string_view(static_cast<const char*>(m->payload), m->payload ? m->len : 0);
-      r.view.find_header = &find_header;
-      r.view.header_context = m;
-      r.native = m;
-      b.records.push_back(r);
+      take(m, b, bytes);
     }
     if (b.messages.empty()) continue;
     std::unique_lock lock(queue_mutex_);
-    queue_cv_.wait(lock, [this] { return !ready_full_ || stopping_; });
+    while (ready_full_ && !stopping_) {
+      if (held_) {
+        // The owner waits on the outputs (hold()): poll on, the assignment paused. That
+        // serves librdkafka's events (the statistics, a rebalance) and keeps this member
+        // in its group; a message that still comes joins the batch beyond its bounds.
+        lock.unlock();
+        housekeeping();
+        if (rd_kafka_message_t* m = rd_kafka_consumer_poll(consumer_.get(), wait_ms))
+          take(m, b, bytes);
+        lock.lock();
+        continue;
+      }
+      queue_cv_.wait(lock, [this] { return !ready_full_ || stopping_ || held_; });
+    }
     if (stopping_) break;
     std::swap(ready_, filling_);
     ready_full_ = true;
@@ -767,15 +792,43 @@ void source::store_offsets(std::span<const partition_offset> offsets) {
   }
 }
 
-void source::pause() {
-  if (paused_ || closed_) return;
-  paused_ = true;  // read by the rebalance callback, on the poller thread
+void source::pause_assignment(bool pause) {
   rd_kafka_topic_partition_list_t* assignment = nullptr;
   if (rd_kafka_assignment(consumer_.get(), &assignment) == RD_KAFKA_RESP_ERR_NO_ERROR &&
       assignment) {
     topic_partition_list_ptr owned(assignment);
-    rd_kafka_pause_partitions(consumer_.get(), assignment);
+    if (pause) {
+      rd_kafka_pause_partitions(consumer_.get(), assignment);
+    } else {
+      rd_kafka_resume_partitions(consumer_.get(), assignment);
+    }
   }
+}
+
+void source::pause() {
+  if (paused_ || closed_) return;
+  const std::lock_guard lock(pause_mutex_);
+  paused_ = true;  // read by the rebalance callback, on the poller thread
+  if (!held_) pause_assignment(true);
+}
+
+void source::hold() {
+  if (held_ || paused_ || closed_) return;
+  {
+    const std::lock_guard lock(pause_mutex_);
+    held_ = true;
+    pause_assignment(true);
+  }
+  // Set under the poller's lock too, so that its wait sees it.
+  { const std::lock_guard lock(queue_mutex_); }
+  queue_cv_.notify_all();
+}
+
+void source::release() {
+  if (!held_) return;
+  const std::lock_guard lock(pause_mutex_);
+  held_ = false;
+  if (!paused_ && !closed_) pause_assignment(false);
 }
 
 void source::close() {

@@ -171,6 +171,17 @@ class source {
   void pause();
   [[nodiscard]] bool paused() const noexcept { return paused_; }
 
+  // Backpressure. While the owner waits for room in the output queue, the input is held:
+  // the assignment (and what is assigned meanwhile) paused, and the poller polling on
+  // although the owner takes no batch, so that the group does not take this member for
+  // dead after max.poll.interval.ms and the statistics (lag, uncommitted messages) stay
+  // current. Nothing is lost: librdkafka drops what it had fetched ahead and fetches it
+  // again after release(), from the last message handed over. Owner's thread only;
+  // release() does nothing without a hold, and leaves pause() in force.
+  void hold();
+  void release();
+  [[nodiscard]] bool held() const noexcept { return held_; }
+
   // Stops the poller (its unprocessed read-ahead is dropped: those offsets were never
   // stored), commits the stored offsets synchronously and leaves the group. Idempotent.
   void close();
@@ -248,6 +259,11 @@ class source {
   bool from_earliest_ =
       true;  // auto.offset.reset reads a partition without a commit from its start
   std::atomic<bool> paused_{false};
+  std::atomic<bool> held_{false};
+  // Taken around an assignment and the pause of what it assigns (poller), and around a
+  // hold's pause or its release's resume (owner): a release never misses partitions
+  // assigned during the hold.
+  std::mutex pause_mutex_;
   std::atomic<bool> assigned_once_{false};  // a rebalance has assigned partitions (even none)
   std::atomic<bool> closing_{false};        // close() has begun
   // How long close() waits for the final commit, and then for leaving the group.
@@ -279,6 +295,8 @@ class source {
   bool poller_done_ = false;
   hook_request* pending_ = nullptr;
   std::vector<std::pair<const void*, std::size_t>> topic_cache_;  // rkt → topic index (poller)
+  // Pauses (true) or resumes (false) the current assignment.
+  void pause_assignment(bool pause);
   std::atomic<std::uint64_t> message_errors_{0};                  // written by the poller
   std::thread poller_;
 };
