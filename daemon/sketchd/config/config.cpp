@@ -1521,7 +1521,6 @@ void check_output_kinds(checker& c, const std::vector<field>& elements,
     std::string what;  // "pipeline NAME (PATH)" or "the generator (generator.topic)"
   };
   std::map<std::string_view, writer, std::less<>> first;
-  // The field of a topic read from NODE[section][key] (present: its value was read).
   // The value at KEY of a mapping, or a null node: found by iterating, since yaml-cpp's
   // lookup of a missing key gives a node that throws when used.
   const auto find = [](const YAML::Node& node, std::string_view key) {
