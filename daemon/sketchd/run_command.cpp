@@ -447,28 +447,37 @@ int run(const config& cfg) {
   static constexpr std::chrono::seconds kQueueGrace{5};
   static constexpr std::chrono::seconds kFinalWait{10};
   std::optional<std::chrono::steady_clock::time_point> stop_seen;  // processing thread's
-  // Backpressure: once a batch has waited kHoldAfter on the full output queue, the input is
-  // held (kafka::source::hold) until the batch is done, so that the consumer stays in its
-  // group and its statistics current however long the outputs take.
+  // Backpressure: once the processing thread has waited kHoldAfter without a break on the
+  // full output queue (or on the outputs, for a snapshot), the input is held
+  // (kafka::source::hold) until the batch (or the snapshot) is done, so that the consumer
+  // stays in its group and its statistics current however long the outputs take. Waits
+  // shorter than that, as under an output merely slower than the input, hold nothing: a
+  // hold drops librdkafka's read-ahead, fetched again after.
   static constexpr std::chrono::seconds kHoldAfter{1};
-  std::optional<std::chrono::steady_clock::time_point> waiting_since;  // in this batch
-  kafka::source* input = nullptr;                                      // once it exists
+  // The queue-full wait calls its give-up test every 10 ms: a longer gap ends a wait.
+  static constexpr std::chrono::milliseconds kWaitGap{100};
+  std::optional<std::chrono::steady_clock::time_point> waiting_since;
+  std::chrono::steady_clock::time_point last_waited;
+  kafka::source* input = nullptr;  // once it exists
   readiness ready;
   std::optional<readiness::long_step> starting(std::in_place, ready);
-  processor proc(cfg, writers, so.topics, bootstrap, [&ready, &stop_seen, &waiting_since, &input] {
-    ready.beat();
-    const auto waited = std::chrono::steady_clock::now();
-    if (!waiting_since) waiting_since = waited;
-    if (input != nullptr && !input->held() && waited - *waiting_since >= kHoldAfter) {
-      input->hold();
-      if (const auto l = spdlog::get("kafka"))
-        l->debug("input held while the output queue is full");
-    }
-    if (!stop_requested.load()) return false;
-    const auto now = std::chrono::steady_clock::now();
-    if (!stop_seen) stop_seen = now;
-    return now - *stop_seen >= kQueueGrace;
-  });
+  processor proc(
+      cfg, writers, so.topics, bootstrap,
+      [&ready, &stop_seen, &waiting_since, &last_waited, &input] {
+        ready.beat();
+        const auto waited = std::chrono::steady_clock::now();
+        if (!waiting_since || waited - last_waited > kWaitGap) waiting_since = waited;
+        last_waited = waited;
+        if (input != nullptr && !input->held() && waited - *waiting_since >= kHoldAfter) {
+          input->hold();
+          if (const auto l = spdlog::get("kafka"))
+            l->debug("input held while the output queue is full");
+        }
+        if (!stop_requested.load()) return false;
+        const auto now = std::chrono::steady_clock::now();
+        if (!stop_seen) stop_seen = now;
+        return now - *stop_seen >= kQueueGrace;
+      });
   // A restored event clock holds still from the group's first assignment on, not from start.
   for (pipeline* p : writers) p->hold_until_assigned();
   {
@@ -656,8 +665,14 @@ int run(const config& cfg) {
     const readiness::long_step step(ready);
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = start + wait;
+    // Held once the outputs have been waited for kHoldAfter, released whatever the outcome.
+    struct release_input {
+      kafka::source& input;
+      ~release_input() { input.release(); }
+    } release{source};
     bool delivered = false;
     for (;;) {
+      if (!source.held() && std::chrono::steady_clock::now() - start >= kHoldAfter) source.hold();
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
       std::vector<kafka::partition_offset> offsets;

@@ -17,6 +17,10 @@
 #     no group (httplib's SO_REUSEPORT let it start and share the port); one given the
 #     same state.dir exits 1 saying it is in use;
 #   - once broker 2 is back, every first-seen event is forwarded: nothing lost;
+#   - broker 2 down again with fewer outputs in flight than the queue holds: the periodic
+#     snapshot waits for them (up to 30 s) while more input comes, and sketchd stays in
+#     its group all the same (the snapshot holds the input too: the member left its group
+#     after max.poll.interval.ms);
 #   - with broker 2 down again, SIGTERM stops sketchd within 25 s (a periodic
 #     snapshot waiting for the outputs held a stop for 30 s more).
 #
@@ -108,6 +112,24 @@ first_seen=$(require_value "$work/metrics.txt" 'sketchd_dedup_first_seen_total{p
 forwarded=$(require_value "$work/metrics.txt" 'sketchd_dedup_forwarded_total{pipeline="orders"}')
 [[ $forwarded == "$first_seen" ]] || fail "forwarded $forwarded of $first_seen first-seen events"
 log "broker 2 back: $forwarded of $first_seen first-seen events forwarded"
+
+# Outputs in flight, the queue not full: the periodic snapshot waits for them, and the
+# input that comes meanwhile fills the read-ahead.
+mock_control "down 2"
+keyed_lines 4001 40 | produce events -K'|'
+stalled_at=$SECONDS
+sleep 2
+keyed_lines 4101 600 | produce events -K'|'
+while ((SECONDS - stalled_at < 10)); do sleep 0.5; done
+scrape
+[[ $(require_value "$work/metrics.txt" 'sketchd_kafka_assigned_partitions') == 2 ]] \
+  || fail "sketchd does not hold its 2 partitions after a snapshot waited $((SECONDS - stalled_at)) s on its outputs"
+if grep -Eq "MAXPOLL|assignment lost" "$work/sketchd.err"; then
+  fail "sketchd left its group while a snapshot waited on its outputs: $(grep -Em1 "MAXPOLL|assignment lost" "$work/sketchd.err")"
+fi
+mock_control "up 2"
+wait_metric 'sketchd_dedup_forwarded_total{pipeline="orders"}' -ge $((events + 640)) 90
+log "a snapshot waiting $((SECONDS - stalled_at)) s on its outputs: still in the group; all forwarded once broker 2 was back"
 
 # SIGTERM while the output is down again: a bounded stop (the periodic snapshot stops
 # waiting, the final one waits 10 s, the last delivery try 2 s, the commit and the group

@@ -656,8 +656,11 @@ void source::poll_loop() {
     while (ready_full_ && !stopping_) {
       if (held_) {
         // The owner waits on the outputs (hold()): poll on, the assignment paused. That
-        // serves librdkafka's events (the statistics, a rebalance) and keeps this member
-        // in its group; a message that still comes joins the batch beyond its bounds.
+        // serves librdkafka's events (the statistics) and keeps this member in its group;
+        // a message that still comes joins the batch beyond its bounds. A rebalance
+        // callback waits inside this poll for the owner to run its hooks, once the hold
+        // ends: the revoke hook delivers the batch's outputs first, which the hold is
+        // waiting for (librdkafka counts the time inside a poll as polling).
         lock.unlock();
         housekeeping();
         if (rd_kafka_message_t* m = rd_kafka_consumer_poll(consumer_.get(), wait_ms))

@@ -17,7 +17,9 @@
 //                   offsets
 //
 // At most three batches exist (filling, ready, the owner's), each of at most batch_size
-// messages, and none grows past source_options::batch_bytes of keys and values. The poller
+// messages, and none grows past source_options::batch_bytes of keys and values — except
+// the one filled during a hold (below), which takes what still comes beyond its bounds:
+// little, since the pause drops librdkafka's read-ahead. The poller
 // frees the messages of the processed batch it gets back when it hands over the next one,
 // so the owner's thread never frees librdkafka's messages (freeing them there cost it about
 // 8% of its time, partly waiting for the allocator's lock that librdkafka's threads hold).
