@@ -767,7 +767,6 @@ int run(const config& cfg) {
       // are never stored); the windows keep sliding and the counters keep being published.
       proc.process({}, now);
     }
-    waiting_since.reset();
     source.release();
     to_store.clear();
     proc.poll(to_store);
