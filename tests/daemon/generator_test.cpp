@@ -27,7 +27,10 @@ generator_config config_at(std::uint64_t rate) {
 // owed: the rest is skipped, instead of a burst of everything missed that would swamp
 // the windows. R = 5,000/s and the broker away for D = 3 s: the queue fills in 0.2 s, so
 // about R·(D − 0.2 − 1) = 9,000 events are skipped; at least half of that is required,
-// which leaves room for a slow machine (a generator that cannot keep up skips more).
+// which leaves room for a slow machine (a generator that cannot keep up skips more), and
+// at most R·D = 15,000, what the outage owed in all. Once the broker is back the generator
+// produces again: in the next 1.5 s, at least R/2 = 2,500 events more (about 8,500 are due:
+// the second it still owes and its rate since).
 TEST(Generator, AfterAStallOwesAtMostOneSecond) {
   kafka::mock_cluster cluster;
   cluster.create_topic("events", 2);
@@ -37,10 +40,14 @@ TEST(Generator, AfterAStallOwesAtMostOneSecond) {
   std::this_thread::sleep_for(500ms);
   cluster.set_broker_down(-1);
   std::this_thread::sleep_for(3s);
+  const std::uint64_t produced_before = g.produced();
   cluster.set_broker_up(-1);
   std::this_thread::sleep_for(1500ms);
+  const std::uint64_t produced_after = g.produced();
   g.stop();
   EXPECT_GE(g.skipped(), 5000 * (3.0 - 0.2 - 1.0) / 2);
+  EXPECT_LE(g.skipped(), 5000 * 3);
+  EXPECT_GE(produced_after, produced_before + 5000 / 2);
   EXPECT_FALSE(g.fatal_error());
 }
 

@@ -383,8 +383,9 @@ done
 log "HTTP API: 404 JSON errors for an unknown pipeline or section, 400 without item (or empty, or twice), items with = and + found, %u and %2F taken literally, Range ignored and not announced, compression only where accepted, 405 for writes and unknown methods, /healthz and /readyz 200"
 
 # 200 idle connections (opened, nothing sent) do not hold up other clients: /healthz and
-# /metrics answer within 1 s each while they stay open (with a fixed pool of workers, 17
-# idle connections held /healthz up for 5 s, 200 for a minute).
+# /metrics answer within 3 s each while they stay open (with a fixed pool of workers, 17
+# idle connections held /healthz up for 5 s, 200 for a minute; 3 s leaves room for a busy
+# machine and still tells the two apart).
 idle_fds=()
 for _ in $(seq 200); do
   exec {fd}<>"/dev/tcp/127.0.0.1/$port"
@@ -392,13 +393,13 @@ for _ in $(seq 200); do
 done
 for round in 1 2 3; do
   for path in healthz metrics; do
-    status=$(curl -s --max-time 1 -o /dev/null -w '%{http_code}' "$http/$path" || true)
-    [[ $status == 200 ]] || fail "GET /$path with 200 idle connections open (round $round): HTTP ${status:-none} (1 s limit)"
+    status=$(curl -s --max-time 3 -o /dev/null -w '%{http_code}' "$http/$path" || true)
+    [[ $status == 200 ]] || fail "GET /$path with 200 idle connections open (round $round): HTTP ${status:-none} (3 s limit)"
   done
   sleep 1
 done
 for fd in "${idle_fds[@]}"; do exec {fd}>&-; done
-log "200 idle connections: /healthz and /metrics answered within 1 s, 3 rounds"
+log "200 idle connections: /healthz and /metrics answered within 3 s, 3 rounds"
 
 if command -v promtool >/dev/null 2>&1; then
   promtool check metrics <"$m" >"$work/promtool.out" 2>&1 \

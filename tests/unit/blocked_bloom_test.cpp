@@ -436,17 +436,24 @@ TEST(BlockedBloom, MergingIncompatibleFiltersNamesTheParameter) {
   EXPECT_TRUE(a.compatible(blocked_bloom_filter(1 << 12, 1)));
   EXPECT_FALSE(a.compatible(other_size));
   EXPECT_FALSE(a.compatible(other_seed));
-  try {
-    a.union_with(other_size);
-    FAIL() << "no exception";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("bits differ"), std::string::npos) << e.what();
-  }
-  try {
-    a.intersect_with(other_seed);
-    FAIL() << "no exception";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("seeds differ"), std::string::npos) << e.what();
+  // Both operations refuse both differences, and leave the filter as it was.
+  a.insert(hash_item("kept", 1));
+  const blocked_bloom_filter before = a;
+  for (const bool union_op : {true, false}) {
+    for (const auto& [other, why] :
+         {std::pair{&other_size, "bits differ"}, std::pair{&other_seed, "seeds differ"}}) {
+      try {
+        if (union_op) {
+          a.union_with(*other);
+        } else {
+          a.intersect_with(*other);
+        }
+        ADD_FAILURE() << "no exception: " << (union_op ? "union" : "intersection") << ", " << why;
+      } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+      }
+      EXPECT_EQ(a, before);
+    }
   }
 }
 

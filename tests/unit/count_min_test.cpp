@@ -115,6 +115,11 @@ TEST(CountMin, EstimatesNeverFallBelowTheTrueCount) {
 // independent Bernoulli(δ) trials (they share the counters, which only makes their errors
 // positively correlated through the same collisions, and Markov's bound behind δ is far from
 // tight), the fraction is at most δ + 5·sqrt(δ(1 − δ)/Q) except with probability < 1e-6.
+// This is the contract's check, and a loose one: here the real share is about 1e-4, some 500
+// times under δ, and even a sketch of one row (about 5%) would pass. The rows themselves are
+// checked above (the estimate is the smallest of the item's exact row counters) and in
+// Hash.TwoItemsShareTheIndicesOfTwoPositionsWithProbabilityOneOverRangeSquared (the rows'
+// columns act as independent hash functions on pairs of items).
 TEST(CountMin, ErrorExceedsEpsilonNForAtMostDeltaOfTheItems) {
   const zipf_stream z = make_stream(20'000, 200'000, 1.1, 2);
   // A small sketch so that collisions are frequent: w = 272, d = 3, εN ≈ 2000.
@@ -132,6 +137,36 @@ TEST(CountMin, ErrorExceedsEpsilonNForAtMostDeltaOfTheItems) {
   const double delta = sketch.delta();
   const double allowed = delta + 5 * std::sqrt(delta * (1 - delta) / q);
   EXPECT_LE(static_cast<double>(violations) / q, allowed) << violations << " violations";
+}
+
+// The exact counters behind an estimate: row r's counter in column c holds the weight of
+// every item whose column in row r is c (the layout in sketch/count_min.h: the r-th index of
+// index_sequence(h, w)). Computed here from the stream and index_sequence alone, by row.
+std::vector<std::vector<std::uint64_t>> exact_rows(const zipf_stream& z, std::uint32_t width,
+                                                   std::uint32_t depth) {
+  std::vector<std::vector<std::uint64_t>> rows(depth, std::vector<std::uint64_t>(width, 0));
+  for (std::size_t r = 0; r < z.hashes.size(); ++r) {
+    index_sequence columns(z.hashes[r], width);
+    for (std::uint32_t row = 0; row < depth; ++row) rows[row][columns.next()] += z.counts[r];
+  }
+  return rows;
+}
+
+// The plain estimate of every item is exactly the smallest of its d row counters as computed
+// from the stream: a sketch that kept fewer rows, the same column in every row or another
+// column than its documented one would answer differently for some of the 20,000 items.
+TEST(CountMin, PlainEstimateIsTheSmallestOfTheItemsExactRowCounters) {
+  const zipf_stream z = make_stream(20'000, 200'000, 1.1, 2);
+  count_min_sketch sketch = count_min_sketch::from_error(0.01, 0.05);
+  ASSERT_EQ(sketch.depth(), 3u);
+  feed(sketch, z, 0, z.ranks.size());
+  const auto rows = exact_rows(z, sketch.width(), sketch.depth());
+  for (std::size_t r = 0; r < z.hashes.size(); ++r) {
+    index_sequence columns(z.hashes[r], sketch.width());
+    std::uint64_t smallest = UINT64_MAX;
+    for (const auto& row : rows) smallest = std::min(smallest, row[columns.next()]);
+    ASSERT_EQ(sketch.estimate(z.hashes[r]), smallest) << "rank " << r;
+  }
 }
 
 // Estan & Varghese 2002: by induction over the stream, each conservative counter is at most

@@ -92,7 +92,7 @@ TEST(CountingBloom, RemovingAnAbsentItemChangesNothing) {
 // Insert A ∪ B (20,000 items, 10 counters per item, k = 7), remove A: every item of B is
 // still contained (no false negatives), and the items of A are now absent except for
 // false positives of a filter holding B alone, whose rate is fpr_exact(m, |B|, k) =
-// 1.8e-4 here; the count of survivors among the 10,000 items of A is binomial, so it is
+// 1.96e-4 here; the count of survivors among the 10,000 items of A is binomial, so it is
 // at most 10,000·p + 5·sqrt(10,000·p(1-p)) + 1% of p (the model error of the FPR test
 // in bloom_test.cpp), about 9.
 // Every counter is also back to what inserting B alone gives, because no counter

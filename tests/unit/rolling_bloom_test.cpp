@@ -125,7 +125,9 @@ TEST(RollingBloom, BeforeTheFirstTimeNothingIsLive) {
 // Time rotation only (capacity never reached), S = 334 ms, G = 4, horizon (G − 1)·S = 1002.
 // A new key every millisecond for 6 s; at every t the key inserted at t − 1002 must be a
 // duplicate, and every key of a slice that started G·S or more ago must be gone. With
-// fpr = 1e-9 and about 6,000 "gone" queries a false positive has probability < 1e-5.
+// fpr = 1e-9 and about 6,000 queries that must answer "new" or "gone" (each new key's
+// insertion, and a few dozen checks at the slice boundaries), a false positive has
+// probability < 1e-5.
 TEST(RollingBloom, ItemRepeatedWithinTheGuaranteedHorizonIsADuplicate) {
   rolling_bloom r(options(1000, 1000000, 1e-9));
   const std::int64_t s = r.slice_ms();
@@ -165,7 +167,7 @@ TEST(RollingBloom, ItemSeenAfterWindowPlusSliceIsNewAgain) {
 // Bursts: with e = now − t and f = items inserted after an item, the item is a duplicate
 // whenever e / ((G − 1)·S) + f / ((G − 1)·c) < 1 (the header's guarantee). A random mix of
 // idle gaps, steady traffic and bursts (fixed seed), checking every tracked item after every
-// step. fpr = 1e-9 makes false positives among the ~20,000 insertions negligible (< 1e-4).
+// step. fpr = 1e-9 makes false positives among the ~37,000 insertions negligible (< 1e-4).
 TEST(RollingBloom, BurstsKeepTheCombinedHorizonGuarantee) {
   rolling_bloom r(options(3000, 300, 1e-9));
   const double span_ms = 3.0 * static_cast<double>(r.slice_ms());                // (G−1)·S

@@ -228,6 +228,9 @@ TEST(RollingCountMin, WindowIsTheMergeOfPerSliceSketches) {
 // all but a fraction δ + 5·sqrt(δ(1 − δ)/Q) of the Q items (Cormode & Muthukrishnan 2005,
 // Theorem 1 per item; binomial allowance of 5 standard deviations), with f the exact count
 // over the window and N = window_items().
+// The δ part is loose (Markov's bound, far above the real share, which a sketch with fewer
+// rows would meet too); the rows themselves are checked exactly by
+// WindowIsTheMergeOfPerSliceSketches and by count_min_sketch's own tests.
 TEST(RollingCountMin, NeverUndercountsWithinTheWindow) {
   constexpr std::size_t kDistinct = 2000;
   for (bool conservative : {false, true}) {

@@ -138,7 +138,9 @@ TEST(TopK, FindsTheTrueTopKOfAZipfStream) {
   EXPECT_GE(guaranteed, 18u);
   EXPECT_GE(found, guaranteed);
 
-  // Highest first; estimates never below the truth and within εN for all but δ of them.
+  // Highest first; estimates never below the truth, and within εN: each of the 20 is over
+  // with probability at most δ, so all of them are within with probability at least
+  // 1 − 20δ (the union bound); with this stream they are.
   std::map<std::string, std::size_t> rank_of;
   for (std::size_t r = 0; r < kDistinct; ++r) rank_of[items[r]] = r;
   for (std::size_t i = 0; i < top.size(); ++i) {
