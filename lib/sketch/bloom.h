@@ -22,8 +22,8 @@ namespace sketch {
 // probability (1 - (1 - 1/m)^{kn})^k (bloom_math::fpr_exact).
 //
 // Bit i lives in words()[i / 64] at bit position i % 64; the k bits of an item are
-// index_sequence(hash, m) (enhanced double hashing with multiply-shift reduction). The
-// count of set bits is kept up to date by every update, so the fill ratio and the
+// index_sequence(hash, m) (enhanced double hashing, each value mixed, with multiply-shift
+// reduction). The count of set bits is kept up to date by every update, so the fill ratio and the
 // estimates derived from it cost nothing to read.
 //
 // Thread safety: not thread-safe for writers; one owner. Concurrent const calls are safe

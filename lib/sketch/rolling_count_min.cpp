@@ -177,18 +177,16 @@ void rolling_count_min::advance(std::int64_t now_ms) noexcept {
 
 // The slice's update (plain or conservative, as count_min_sketch::update) with each
 // counter's increment added to the sum beside it. Returns the sum's new estimate.
-std::uint64_t rolling_count_min::update_cells(hash128 h, std::uint32_t weight) noexcept {
+std::uint64_t rolling_count_min::update_cells(const std::uint32_t* at,
+                                              std::uint32_t weight) noexcept {
   current_total_ = saturating_add(current_total_, std::uint64_t{weight});
   window_total_ = saturating_add(window_total_, std::uint64_t{weight});
-  index_sequence columns(h, width_);
   cell* const cells = cells_.data();
-  const std::uint32_t width = width_;
   const std::uint32_t depth = depth_;
   std::uint32_t minimum = kSaturated;  // of the sum's counters after the update
   if (!options_.conservative) {
-    std::size_t row_start = 0;
-    for (std::uint32_t r = 0; r < depth; ++r, row_start += width) {
-      cell& c = cells[row_start + static_cast<std::size_t>(columns.next())];
+    for (std::uint32_t r = 0; r < depth; ++r) {
+      cell& c = cells[at[r]];
       const std::uint32_t raised = saturating_add(c.current, weight);
       c.sum = saturating_add(c.sum, raised - c.current);
       c.current = raised;
@@ -197,16 +195,12 @@ std::uint64_t rolling_count_min::update_cells(hash128 h, std::uint32_t weight) n
     return minimum == kSaturated ? window_total_ : minimum;
   }
   // Conservative: raise the slice's counters to at most its minimum + weight.
-  std::array<cell*, count_min_sketch::kMaxDepth> at;
   std::uint32_t slice_minimum = kSaturated;
-  std::size_t row_start = 0;
-  for (std::uint32_t r = 0; r < depth; ++r, row_start += width) {
-    at[r] = cells + row_start + static_cast<std::size_t>(columns.next());
-    slice_minimum = std::min(slice_minimum, at[r]->current);
-  }
+  for (std::uint32_t r = 0; r < depth; ++r)
+    slice_minimum = std::min(slice_minimum, cells[at[r]].current);
   const std::uint32_t target = saturating_add(slice_minimum, weight);
   for (std::uint32_t r = 0; r < depth; ++r) {
-    cell& c = *at[r];
+    cell& c = cells[at[r]];
     if (c.current < target) {
       c.sum = saturating_add(c.sum, target - c.current);
       c.current = target;
@@ -218,8 +212,16 @@ std::uint64_t rolling_count_min::update_cells(hash128 h, std::uint32_t weight) n
 
 std::uint64_t rolling_count_min::update(hash128 h, std::string_view item, std::int64_t now_ms,
                                         std::uint32_t weight) noexcept {
+  std::array<std::uint32_t, count_min_sketch::kMaxDepth> at;
+  locate(h, at.data());
+  return update(at.data(), h, item, now_ms, weight);
+}
+
+std::uint64_t rolling_count_min::update(const std::uint32_t* cells, hash128 h,
+                                        std::string_view item, std::int64_t now_ms,
+                                        std::uint32_t weight) noexcept {
   advance(now_ms);
-  const std::uint64_t estimate = update_cells(h, weight);
+  const std::uint64_t estimate = update_cells(cells, weight);
   tracker_.offer_growing(h, item, estimate, window_total_);  // advance() refreshed
   return estimate;
 }

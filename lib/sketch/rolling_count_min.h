@@ -84,6 +84,24 @@ class rolling_count_min {
     }
   }
 
+  // The same in two steps, for a batch that prefetches items ahead of their update: the
+  // item's d cells are located once (index_sequence, one multiplication per row for the
+  // mix and one for the reduction) and used by both. locate() writes depth() offsets into
+  // `cells`, which must hold that many; the other two read them. update(cells, h, …) is
+  // update(h, …) for the cells that locate(h, cells) wrote.
+  void locate(hash128 h, std::uint32_t* cells) const noexcept {
+    index_sequence columns(h, width_);
+    std::uint32_t row_start = 0;
+    for (std::uint32_t r = 0; r < depth_; ++r, row_start += width_) {
+      cells[r] = row_start + static_cast<std::uint32_t>(columns.next());
+    }
+  }
+  void prefetch(const std::uint32_t* cells) const noexcept {
+    for (std::uint32_t r = 0; r < depth_; ++r) __builtin_prefetch(cells_.data() + cells[r], 1, 3);
+  }
+  std::uint64_t update(const std::uint32_t* cells, hash128 h, std::string_view item,
+                       std::int64_t now_ms, std::uint32_t weight = 1) noexcept;
+
   // Rotates out the slices that ended before `now_ms`'s slice minus buckets − 1 and, if any
   // did, refreshes the top-k tracker. Earlier times than the current slice do nothing.
   void advance(std::int64_t now_ms) noexcept;
@@ -150,7 +168,7 @@ class rolling_count_min {
     std::uint32_t current;  // the current slice's counter
   };
 
-  std::uint64_t update_cells(hash128 h, std::uint32_t weight) noexcept;
+  std::uint64_t update_cells(const std::uint32_t* at, std::uint32_t weight) noexcept;
   void rotate() noexcept;
   void clear_window() noexcept;
   // The age of ring position p: 0 for the oldest slice, buckets − 1 for the current one.

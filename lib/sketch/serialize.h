@@ -32,10 +32,11 @@ static_assert(std::endian::native == std::endian::little,
               "the serialized format is little-endian and so is every supported host");
 
 inline constexpr char kMagic[4] = {'S', 'K', 'C', 'H'};
-// Version 2 (the index sequence of sketch/hash.h gained its cubic term): the classic and
-// counting filters' bits and the Count-Min sketches' counters of version 1 sit at other
-// indices, so version 1 records are refused rather than misread.
-inline constexpr std::uint16_t kFormatVersion = 2;
+// Version 2 (the index sequence of sketch/hash.h gained its cubic term) and version 3 (it
+// mixes each value): the classic and counting filters' bits and the Count-Min sketches'
+// counters of an earlier version sit at other indices, so earlier records are refused
+// rather than misread.
+inline constexpr std::uint16_t kFormatVersion = 3;
 inline constexpr std::size_t kHeaderSize = 24;
 inline constexpr std::size_t kTrailerSize = 8;
 

@@ -109,10 +109,10 @@ TEST(BloomFilter, AnySizeWorks) {
 //    the empty-bit indicators are negatively associated, so the variance of their sum is
 //    at most m·q(1-q)); its rate f^k moves by k·p·sd(f)/f per unit of sd(f); 5 sd;
 //  - model error, 1% of p: fpr_exact assumes k independent indices, ours come from
-//    enhanced double hashing (Kirsch & Mitzenmacher 2006: same asymptotic rate, the gap
-//    is O(1/m)), and an item's own indices coincide with probability about k^2/(2m),
-//    at most 5e-4 here; E[f^k] differs from E[f]^k by O(k^2·var(f)) relative, below
-//    1e-4 here. 1% bounds all of them with room.
+//    one hash by enhanced double hashing, each value mixed (sketch/hash.h; Kirsch &
+//    Mitzenmacher 2006: double hashing has the same asymptotic rate, the gap O(1/m)), and an item's
+//    own indices coincide with probability about k^2/(2m), at most 5e-4 here; E[f^k] differs from
+//    E[f]^k by O(k^2·var(f)) relative, below 1e-4 here. 1% bounds all of them with room.
 // The fill itself is checked against 1 - (1 - 1/m)^{kn} within 5·sqrt(q(1-q)/m) + 1/m.
 // The rate is checked where Q·p ≥ 100 false positives are expected, so that the tolerance
 // is under half of p: everywhere but m/n = 16 at half load (p = 1.3e-6, about one false

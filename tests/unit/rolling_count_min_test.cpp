@@ -224,6 +224,28 @@ TEST(RollingCountMin, WindowIsTheMergeOfPerSliceSketches) {
   }
 }
 
+// The two-step update of a batch (locate the cells once, prefetch, update) leaves the same
+// state and returns the same estimates as update(h, …), plain and conservative.
+TEST(RollingCountMin, UpdateOfLocatedCellsIsTheUpdate) {
+  for (const bool conservative : {false, true}) {
+    rolling_count_min_options o = small_options();
+    o.conservative = conservative;
+    rolling_count_min one(o);
+    rolling_count_min two(o);
+    zipf_generator zipf(300, 1.1, 41);
+    std::array<std::uint32_t, count_min_sketch::kMaxDepth> cells{};
+    for (int i = 0; i < 20'000; ++i) {
+      const std::string item = fmt::format("item-{}", zipf());
+      const hash128 h = hash_item(item, o.seed);
+      const std::int64_t t = i / 10;
+      two.locate(h, cells.data());
+      two.prefetch(cells.data());
+      ASSERT_EQ(two.update(cells.data(), h, item, t), one.update(h, item, t)) << i;
+    }
+    EXPECT_EQ(two.serialize(), one.serialize()) << conservative;
+  }
+}
+
 // For every item and at every checkpoint: f ≤ estimate (always), and estimate ≤ f + εN for
 // all but a fraction δ + 5·sqrt(δ(1 − δ)/Q) of the Q items (Cormode & Muthukrishnan 2005,
 // Theorem 1 per item; binomial allowance of 5 standard deviations), with f the exact count

@@ -73,6 +73,7 @@ pipeline::pipeline(const pipeline_config& config, std::uint64_t seed)
   group_results_.resize(extractor::kBatchMessages);
   group_hashes_.resize(extractor::kBatchMessages);
   group_times_.resize(extractor::kBatchMessages);
+  if (heavy_) group_cells_.resize(extractor::kBatchMessages * heavy_->depth());
 }
 
 void pipeline::begin_batch() { batch_lock_.lock(); }
@@ -170,9 +171,22 @@ void pipeline::feed_group(std::span<const pipeline_input> inputs, std::int64_t w
     }
   };
   if (heavy_) {
-    pass(*heavy_, [&](std::size_t i) {
-      heavy_->update(group_hashes_[i], group_results_[i].item, group_times_[i]);
-    });
+    // Each item's cells are located once, for its prefetch and its update.
+    const std::size_t depth = heavy_->depth();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (has_item(i)) heavy_->locate(group_hashes_[i], &group_cells_[i * depth]);
+    }
+    for (std::size_t i = 0; i < std::min(n, kAhead); ++i) {
+      if (has_item(i)) heavy_->prefetch(&group_cells_[i * depth]);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i + kAhead < n && has_item(i + kAhead))
+        heavy_->prefetch(&group_cells_[(i + kAhead) * depth]);
+      if (has_item(i)) {
+        heavy_->update(&group_cells_[i * depth], group_hashes_[i], group_results_[i].item,
+                       group_times_[i]);
+      }
+    }
   }
   if (dedup_) {
     pass(*dedup_, [&](std::size_t i) {

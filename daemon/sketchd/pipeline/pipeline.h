@@ -192,6 +192,8 @@ class pipeline {
   std::vector<extract_result> group_results_;
   std::vector<sketch::hash128> group_hashes_;  // of group_results_' items
   std::vector<std::int64_t> group_times_;      // their times on the pipeline's clock
+  // Their Count-Min cells, depth() per item (rolling_count_min::locate), when heavy_.
+  std::vector<std::uint32_t> group_cells_;
   pipeline_counters local_;                    // processing thread only
   pipeline_counters published_;                // under mutex_
   // The pipeline's clock: the latest time seen, and the wall time when it was seen, so
