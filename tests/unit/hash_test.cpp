@@ -51,6 +51,24 @@ TEST(Hash, EachIndexOfTheSequenceIsUniform) {
   }
 }
 
+// Calls `pair(previous, current)` for the P pairs of a chain of items x_0 … x_P, with the
+// first K indices of each in [0, range).
+template <int K, class F>
+void for_each_chained_pair(std::uint64_t range, int pairs, F&& pair) {
+  const auto indices = [range](int t) {
+    std::array<std::uint64_t, K> out{};
+    index_sequence seq(hash_item("item-" + std::to_string(t), kDefaultSeed), range);
+    for (auto& index : out) index = seq.next();
+    return out;
+  };
+  auto previous = indices(0);
+  for (int t = 1; t <= pairs; ++t) {
+    const auto current = indices(t);
+    pair(previous, current);
+    previous = current;
+  }
+}
+
 // Count-Min's rows and a Bloom filter's probes take the positions of one sequence, so two
 // positions must act as two independent hash functions on pairs of items: two items share
 // their indices at positions i and j (of a range of w) with probability 1/w², not 1/w as
@@ -65,21 +83,12 @@ TEST(Hash, TwoItemsShareTheIndicesOfTwoPositionsWithProbabilityOneOverRangeSquar
   constexpr int kPairs = 2'000'000;
   constexpr int kPositions = 7;
   std::array<std::array<int, kPositions>, kPositions> shared{};
-  const auto indices = [](int t) {
-    std::array<std::uint64_t, kPositions> out{};
-    index_sequence seq(hash_item("item-" + std::to_string(t), kDefaultSeed), kRange);
-    for (auto& index : out) index = seq.next();
-    return out;
-  };
-  auto previous = indices(0);
-  for (int t = 1; t <= kPairs; ++t) {
-    const auto current = indices(t);
+  for_each_chained_pair<kPositions>(kRange, kPairs, [&](const auto& previous, const auto& current) {
     for (int i = 0; i < kPositions; ++i) {
       if (current[i] != previous[i]) continue;
       for (int j = i + 1; j < kPositions; ++j) shared[i][j] += current[j] == previous[j] ? 1 : 0;
     }
-    previous = current;
-  }
+  });
   const double p = 1.0 / static_cast<double>(kRange * kRange);
   const double mean = kPairs * p;
   const double allowance = 5 * std::sqrt(kPairs * p * (1 - p));
@@ -102,15 +111,7 @@ TEST(Hash, TwoItemsShareTheIndicesOfThreePositionsWithProbabilityOneOverRangeCub
   constexpr int kPairs = 2'000'000;
   constexpr int kPositions = 5;
   std::array<std::array<std::array<int, kPositions>, kPositions>, kPositions> shared{};
-  const auto indices = [](int t) {
-    std::array<std::uint64_t, kPositions> out{};
-    index_sequence seq(hash_item("item-" + std::to_string(t), kDefaultSeed), kRange);
-    for (auto& index : out) index = seq.next();
-    return out;
-  };
-  auto previous = indices(0);
-  for (int t = 1; t <= kPairs; ++t) {
-    const auto current = indices(t);
+  for_each_chained_pair<kPositions>(kRange, kPairs, [&](const auto& previous, const auto& current) {
     for (int i = 0; i < kPositions; ++i) {
       for (int j = i + 1; j < kPositions; ++j) {
         for (int l = j + 1; l < kPositions; ++l) {
@@ -120,8 +121,7 @@ TEST(Hash, TwoItemsShareTheIndicesOfThreePositionsWithProbabilityOneOverRangeCub
         }
       }
     }
-    previous = current;
-  }
+  });
   const double p = 1.0 / static_cast<double>(kRange * kRange * kRange);
   const double mean = kPairs * p;
   const double limit = mean + 5 * std::sqrt(kPairs * p * (1 - p));
