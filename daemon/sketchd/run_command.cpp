@@ -61,7 +61,8 @@ void log_stop_signal(spdlog::logger& log, int signal) {
   if (signal == SIGHUP) {
     log.warn(
         "received signal {} (SIGHUP): sketchd does not reload its configuration; shutting down "
-        "cleanly (start it again to apply a new one)",
+        "cleanly, with exit status 129, so that a supervisor that restarts it on failure starts "
+        "it again with the configuration as it is now",
         signal);
   } else {
     log.info("received signal {} (SIG{}), shutting down", signal, sigabbrev_np(signal));
@@ -851,9 +852,14 @@ int run(const config& cfg) {
   source.close();
   http.stop();
   proc.log_held_back_warnings();
+  // A clean stop on SIGHUP says so in its status, 128 + SIGHUP as for a process the signal
+  // ended, so that systemd's Restart=on-failure (or Docker's restart policies) starts
+  // sketchd again: the reload an operator sending SIGHUP expects.
+  const bool hangup = status == 0 && stop_signal.load() == SIGHUP;
+  if (hangup) status = 128 + SIGHUP;
   std::uint64_t total = 0;
   for (std::uint64_t n : consumed) total += n;
-  log->log(status == 0 ? spdlog::level::info : spdlog::level::err,
+  log->log(status == 0 || hangup ? spdlog::level::info : spdlog::level::err,
            "stopped after consuming {} message(s), exit status {}", total, status);
   return status;
 }

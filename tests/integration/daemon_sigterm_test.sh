@@ -11,7 +11,8 @@
 #      committing nothing) counts the messages after the committed offsets, R; at least
 #      what B had counted is committed (N3 − R ≥ B's last scraped count − 3,000).
 #   4. sketchd C (same group) starts and consumes exactly R messages, then nothing more;
-#      SIGHUP: exit status 0 within 5 s (sketchd does not reload, it stops cleanly).
+#      SIGHUP: exit status 129 within 5 s (sketchd does not reload, it stops cleanly and
+#      asks a supervisor for a restart).
 #   5. sketchd D gets SIGTERM as soon as it serves HTTP, while it joins the group (with
 #      librdkafka 2.0, destroying a consumer that joined a cooperative group but was never
 #      assigned aborts): exit status 0 within 5 s.
@@ -55,12 +56,13 @@ EOF
 # stop_daemon NAME [SIGNAL]: SIGTERM (or SIGNAL), exit status 0 within 5 s, and the
 # shutdown in the log.
 stop_daemon() {
-  local name=$1 signal=${2:-TERM}
+  local name=$1 signal=${2:-TERM} expected=0
+  [[ $signal == HUP ]] && expected=129  # a clean stop that asks a supervisor for a restart
   stop_process "$daemon_pid" 5 "$signal" || fail "sketchd $name did not exit within 5 s of SIG$signal"
-  [[ $stop_status -eq 0 ]] || fail "sketchd $name exited with status $stop_status after SIG$signal"
+  [[ $stop_status -eq $expected ]] || fail "sketchd $name exited with status $stop_status after SIG$signal, expected $expected"
   check_log "$work/$name.err" "received signal $(kill -l "$signal")"
   check_log "$work/$name.err" '\] stopped after consuming [0-9]+ message'
-  log "sketchd $name stopped in $stop_ms ms with status 0"
+  log "sketchd $name stopped in $stop_ms ms with status $expected"
 }
 
 # settle_exactly SERIES VALUE: the sample reaches VALUE, and a second later is still VALUE.
@@ -144,8 +146,9 @@ else
   [[ $v -eq 0 ]] || fail "sketchd C consumed $v messages, expected none"
 fi
 log "sketchd C consumed exactly the $remaining remaining messages"
-# SIGHUP (a closed terminal, or an operator expecting a reload) stops cleanly too: E below
-# reads only messages produced after C, so C committed.
+# SIGHUP (a closed terminal, or an operator expecting a reload) stops cleanly too, with
+# exit status 129 for a supervisor to start it again: E below reads only messages produced
+# after C, so C committed.
 stop_daemon sketchd-c HUP
 check_log "$work/sketchd-c.err" 'does not reload its configuration'
 

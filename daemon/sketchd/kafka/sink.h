@@ -2,8 +2,9 @@
 // (dedup.output_topic, dedup.duplicates_topic, heavy_hitters.alerts_topic).
 //
 // Forwarded events keep their key, value, headers and timestamp, and are partitioned by
-// key with the murmur2 partitioner of the Java client (so that a key lands where any other
-// Kafka producer would put it), unless the user's properties choose another. The producer
+// key with the murmur2 partitioner of the Java client (so that a key lands where the Java
+// client, and the clients that follow it, would put it; librdkafka's own default,
+// consistent_random, puts it elsewhere), unless the user's properties choose another. The producer
 // is idempotent (`enable.idempotence`, which implies `acks=all`): librdkafka retries
 // transient errors without duplicating or reordering; a delivery report with an error is
 // a final failure (after `message.timeout.ms`, 5 minutes by default).
