@@ -188,9 +188,11 @@ class blocked_bloom_filter {
   // section 3): with B = ⌈bits / 256⌉ blocks and λ = n / B items per block on average, a
   // block's load is Poisson(λ) and a block holding i items answers a foreign query with
   // (1 − (1 − 1/32)^i)^8, so
-  //     FPR = Σ_{i≥0} e^{−λ} λ^i / i! · (1 − (1 − 1/32)^i)^8.
-  // Summed in log space outward from the mode until the Poisson tail is below 1e-17 of the
-  // sum. Pure, thread-safe, no allocation. For bits >= 0 and n >= 0 (n = 0 gives 0).
+  //     FPR = Σ_{i≥0} e^{−λ} λ^i / i! · (1 − (1 − 1/32)^i)^8  +  λ · 2^-32,
+  // the last term for a query whose 32 key bits equal those of an item in its block (its 8
+  // bits are then set whatever the rest: an upper bound, the floor of the rate below about
+  // 1e-9). Summed in log space outward from the mode until the Poisson tail is below 1e-17
+  // of the sum. Pure, thread-safe, no allocation. For bits >= 0 and n >= 0 (n = 0 gives 0).
   [[nodiscard]] static double fpr(double bits, double n) noexcept;
 
   // Bits for n distinct items at false-positive rate at most p: 256 · B for the smallest

@@ -733,29 +733,29 @@ TEST(ConfigErrors, BloomSizesStayWithinTheLibrarysLimits) {
       ElementsAre("test.yaml:7:24: pipelines[0].dedup.capacity: 18,446,744,073,709,551,615 items "
                   "at fpr 0.001 need Bloom filters of more than the maximum of 2^40 bits (128 "
                   "GiB) in all, over 4 generations: at this fpr capacity can be at most "
-                  "37,312,873,962 (or use a larger fpr)"));
+                  "37,312,796,664 (or use a larger fpr)"));
   // The bound is exact: one more item needs one more per generation.
-  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 37312873962 }\n"), ::testing::IsEmpty());
-  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 37312873963 }\n"),
-              ElementsAre(HasSubstr("capacity can be at most 37,312,873,962")));
+  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 37312796664 }\n"), ::testing::IsEmpty());
+  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 37312796665 }\n"),
+              ElementsAre(HasSubstr("capacity can be at most 37,312,796,664")));
   // The generations together stay within 2^40 bits.
   EXPECT_THAT(pipeline_errors("    dedup: { capacity: 100G, generations: 64 }\n"),
               ElementsAre(HasSubstr("over 64 generations: at this fpr capacity can be at most "
-                                    "28,791,300,573")));
+                                    "28,790,737,227")));
   // A rate too small for the capacity is reported at fpr, with the least that fits.
   EXPECT_THAT(
       pipeline_errors("    dedup: { capacity: 1G, fpr: 1e-300 }\n"),
       ElementsAre("test.yaml:7:33: pipelines[0].dedup.fpr: 1e-300 is too small: 1,000,000,000 "
                   "items at this fpr need Bloom filters of more than the maximum of 2^40 bits "
-                  "(128 GiB) in all, over 4 generations; use an fpr of at least 1.6277e-10"));
-  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1G, fpr: 1.6277e-10 }\n"),
+                  "(128 GiB) in all, over 4 generations; use an fpr of at least 4.5189e-10"));
+  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1G, fpr: 4.5189e-10 }\n"),
               ::testing::IsEmpty());
   // 4.9e-324 makes the rate of each generation 0.
   EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1000, fpr: 4.9e-324 }\n"),
               ElementsAre("test.yaml:7:35: pipelines[0].dedup.fpr: 5e-324 is too small: 1,000 "
                           "items at this fpr need Bloom filters of more than the maximum of 2^40 "
                           "bits (128 GiB) in all, over 4 generations; use an fpr of at least "
-                          "1.1317e-18"));
+                          "2.9084e-16"));
   // Both at fault: each is reported.
   EXPECT_THAT(
       pipeline_errors("    dedup: { capacity: 18446744073709551615, fpr: 1e-300 }\n"),
@@ -765,7 +765,7 @@ TEST(ConfigErrors, BloomSizesStayWithinTheLibrarysLimits) {
                   "test.yaml:7:51: pipelines[0].dedup.fpr: 1e-300 is too small: even one item "
                   "per generation at this fpr would need Bloom filters of more than the maximum "
                   "of 2^40 bits (128 GiB) in all, over 4 generations; use an fpr of at least "
-                  "3.3882e-21"));
+                  "8.7075e-19"));
 }
 
 TEST(ConfigErrors, GeneratorSizeAndRateHaveAnUpperBound) {
