@@ -144,13 +144,34 @@ bool holds_avx2(const std::uint32_t* group, std::size_t g_count, std::size_t new
 
 }  // namespace
 
-std::uint64_t rolling_bloom::generation_capacity(const rolling_bloom_options& o) noexcept {
+namespace {
+
+void check_generations(const rolling_bloom_options& o) {
+  if (o.generations < 2 || o.generations > rolling_bloom::kMaxGenerations) {
+    throw std::invalid_argument(
+        fmt::format("rolling_bloom: generations must be in [2, {}] (got {})",
+                    rolling_bloom::kMaxGenerations, o.generations));
+  }
+}
+
+}  // namespace
+
+std::uint64_t rolling_bloom::generation_capacity(const rolling_bloom_options& o) {
+  check_generations(o);
+  if (o.capacity < 1) {
+    throw std::invalid_argument("rolling_bloom: capacity must be at least 1 (got 0)");
+  }
   const std::uint64_t parts = o.generations - 1;
   return o.capacity / parts + (o.capacity % parts != 0 ? 1 : 0);
 }
 
 // fpr_g = 1 − (1 − fpr)^{1/G}, via log1p/expm1 so that small rates keep their precision.
-double rolling_bloom::generation_fpr(const rolling_bloom_options& o) noexcept {
+double rolling_bloom::generation_fpr(const rolling_bloom_options& o) {
+  check_generations(o);
+  if (!(o.fpr > 0.0 && o.fpr < 1.0)) {
+    throw std::invalid_argument(
+        fmt::format("rolling_bloom: fpr must be in (0, 1) (got {})", o.fpr));
+  }
   return -std::expm1(std::log1p(-o.fpr) / static_cast<double>(o.generations));
 }
 
@@ -257,6 +278,10 @@ bool rolling_bloom::contains(hash128 h) const noexcept {
 }
 
 blocked_bloom_filter rolling_bloom::generation(std::size_t generation) const {
+  if (generation >= options_.generations) {
+    throw std::out_of_range(
+        fmt::format("rolling_bloom: generation {} of {}", generation, options_.generations));
+  }
   return slot_filter(slot(generation));
 }
 

@@ -148,7 +148,8 @@ class rolling_bloom {
   // Start time of generation g in ms; meaningful for the live ones (g < live_generations()).
   [[nodiscard]] std::int64_t generation_start_ms(std::size_t generation) const noexcept;
   // A copy of generation g's bits (0 = newest) as a blocked_bloom_filter of B blocks and the
-  // same seed, g < G: the filter that the same items would give. Allocates its bit array.
+  // same seed: the filter that the same items would give. Allocates its bit array; throws
+  // std::out_of_range for g >= G.
   [[nodiscard]] blocked_bloom_filter generation(std::size_t generation) const;
   // Generations started since the clock began, at most G; 0 before the first time passed.
   [[nodiscard]] std::size_t live_generations() const noexcept { return live_; }
@@ -189,10 +190,11 @@ class rolling_bloom {
   // fpr_g = 1 − (1 − fpr)^{1/G}, the rate each generation is sized for.
   [[nodiscard]] double generation_fpr() const noexcept { return generation_fpr_; }
   // The same two from options alone (capacity, fpr and generations), for sizing without
-  // building: each generation takes blocked_bloom_filter::bits_for(c, fpr_g) bits.
-  [[nodiscard]] static std::uint64_t generation_capacity(
-      const rolling_bloom_options& options) noexcept;
-  [[nodiscard]] static double generation_fpr(const rolling_bloom_options& options) noexcept;
+  // building: each generation takes blocked_bloom_filter::bits_for(c, fpr_g) bits. Throw
+  // std::invalid_argument for generations out of [2, kMaxGenerations], a capacity of 0 or
+  // an fpr out of (0, 1) (the window is not needed, and not checked).
+  [[nodiscard]] static std::uint64_t generation_capacity(const rolling_bloom_options& options);
+  [[nodiscard]] static double generation_fpr(const rolling_bloom_options& options);
   // And S and the bits of one generation (generation(g).bits()), from options alone. Throw
   // std::invalid_argument, as the constructor does, for options out of range.
   [[nodiscard]] static std::int64_t slice_ms(const rolling_bloom_options& options);

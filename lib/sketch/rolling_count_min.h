@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -129,8 +130,12 @@ class rolling_count_min {
   [[nodiscard]] const rolling_count_min_options& options() const noexcept { return options_; }
   // Length of a slice, ⌊window_ms / buckets⌋.
   [[nodiscard]] std::int64_t slice_ms() const noexcept { return slice_ms_; }
-  // The same from options alone (buckets ≥ 1), for describing a window without building it.
-  [[nodiscard]] static std::int64_t slice_ms(const rolling_count_min_options& options) noexcept {
+  // The same from options alone, for describing a window without building it. Throws
+  // std::invalid_argument for buckets = 0.
+  [[nodiscard]] static std::int64_t slice_ms(const rolling_count_min_options& options) {
+    if (options.buckets == 0) {
+      throw std::invalid_argument("rolling_count_min: buckets must be at least 1 (got 0)");
+    }
     return options.window_ms / options.buckets;
   }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <random>
@@ -87,6 +88,40 @@ TEST(RollingBloom, InvalidOptionsAreRejectedNamingTheOption) {
   EXPECT_NE(message(options(kMax, 100, 0.01, 2)).find("window_ms"), std::string::npos);
   EXPECT_NE(message(options(1000, std::uint64_t{1} << 50, 1e-9)).find("capacity"),
             std::string::npos);
+  // The sizing helpers refuse the same, instead of dividing by G − 1 = 0.
+  const auto sizing = [](const rolling_bloom_options& o) -> std::string {
+    std::string what;
+    for (const auto& f :
+         {std::function<void()>([&] { (void)rolling_bloom::generation_capacity(o); }),
+          std::function<void()>([&] { (void)rolling_bloom::generation_fpr(o); })}) {
+      try {
+        f();
+        what += "no exception;";
+      } catch (const std::invalid_argument& e) {
+        what += std::string(e.what()) + ";";
+      }
+    }
+    return what;
+  };
+  EXPECT_EQ(sizing(options(1000, 100, 0.01, 1)),
+            "rolling_bloom: generations must be in [2, 64] (got 1);"
+            "rolling_bloom: generations must be in [2, 64] (got 1);");
+  EXPECT_EQ(sizing(options(1000, 100, 0.01, 0)),
+            "rolling_bloom: generations must be in [2, 64] (got 0);"
+            "rolling_bloom: generations must be in [2, 64] (got 0);");
+  EXPECT_EQ(sizing(options(1000, 0, 2.0)),
+            "rolling_bloom: capacity must be at least 1 (got 0);"
+            "rolling_bloom: fpr must be in (0, 1) (got 2);");
+  EXPECT_EQ(sizing(options(0, 100, 0.01)), "no exception;no exception;");  // no window needed
+}
+
+TEST(RollingBloom, GenerationPastTheLastIsOutOfRange) {
+  rolling_bloom r(options(1000, 100, 0.01, 4));
+  EXPECT_FALSE(r.test_and_insert("x", 0));
+  EXPECT_TRUE(r.generation(0).contains("x"));
+  EXPECT_FALSE(r.generation(3).contains("x"));  // the oldest, empty
+  EXPECT_THROW((void)r.generation(4), std::out_of_range);
+  EXPECT_THROW((void)r.generation(1000), std::out_of_range);
 }
 
 // S = ⌈window / (G − 1)⌉, c = ⌈capacity / (G − 1)⌉, fpr_g = 1 − (1 − fpr)^{1/G}.

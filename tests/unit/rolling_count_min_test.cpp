@@ -119,6 +119,12 @@ TEST(RollingCountMin, OptionsAreValidatedByName) {
   EXPECT_THAT(problem([](auto& o) { o.window_ms = -5; }), HasSubstr("window_ms"));
   EXPECT_THAT(problem([](auto& o) { o.window_ms = 9; }), HasSubstr("window_ms"));
   EXPECT_THAT(problem([](auto& o) { o.buckets = 0; }), HasSubstr("buckets"));
+  EXPECT_THAT(error_of([] {
+                rolling_count_min_options o = small_options();
+                o.buckets = 0;
+                (void)rolling_count_min::slice_ms(o);
+              }),
+              HasSubstr("buckets"));
   EXPECT_THAT(problem([](auto& o) { o.buckets = 1001; }), HasSubstr("buckets"));
   EXPECT_THAT(problem([](auto& o) { o.epsilon = 0; }), HasSubstr("epsilon"));
   EXPECT_THAT(problem([](auto& o) { o.delta = 1; }), HasSubstr("delta"));
