@@ -171,6 +171,35 @@ std::string summary_line(const pipeline_summary& s, double items_per_second) {
   return line;
 }
 
+// A dedup window that rotates by capacity holds more distinct items than dedup.capacity:
+// to keep the target FPR it shrinks (sketchd_bloom_effective_window_seconds), and items
+// older than the shrunk window are forwarded again. The summary line's fill and FPR look
+// healthy meanwhile, so a warning says it, at most once a minute while it goes on.
+struct capacity_rotations_seen {
+  std::uint64_t at_last_summary = 0;
+  std::uint64_t at_last_warning = 0;
+  std::optional<std::chrono::steady_clock::time_point> warned;
+};
+
+void warn_of_capacity_rotations(spdlog::logger& log, const pipeline_config& p,
+                                const pipeline_summary& s, capacity_rotations_seen& seen,
+                                std::chrono::steady_clock::time_point now) {
+  if (!s.has_dedup || !p.dedup) return;
+  const bool rotated = s.rotations_by_capacity != seen.at_last_summary;  // in this interval
+  seen.at_last_summary = s.rotations_by_capacity;
+  if (!rotated || (seen.warned && now - *seen.warned < std::chrono::minutes(1))) return;
+  const std::uint64_t since = s.rotations_by_capacity - seen.at_last_warning;
+  seen.at_last_warning = s.rotations_by_capacity;
+  seen.warned = now;
+  log.warn(
+      "{}: the dedup window holds more distinct items than dedup.capacity ({}): {} rotation(s) "
+      "by capacity since the last such line, and it reaches back {} instead of {} (an item "
+      "repeated after that is forwarded again); raise dedup.capacity",
+      p.name, p.dedup->capacity, since,
+      format_duration(std::chrono::milliseconds(s.effective_window_ms)),
+      format_duration(p.dedup->window));
+}
+
 // The summary line's figures as JSON members (log_fields): items as their metric labels
 // show them (valid UTF-8, at most 128 bytes), so that a log search and a query of
 // sketchd_heavy_hitter_ratio{item=…} name an item alike.
@@ -734,6 +763,7 @@ int run(const config& cfg) {
   auto stopped_at = last_summary;  // when consumption stopped after a forwarding failure
   auto last_snapshot = std::chrono::steady_clock::now();
   std::vector<std::uint64_t> items_at_summary(pipelines.size(), 0);
+  std::vector<capacity_rotations_seen> capacity_rotations(pipelines.size());
   int status = 0;
 
   while (!stop_requested.load()) {
@@ -797,6 +827,8 @@ int run(const config& cfg) {
         const log_fields fields(summary_fields(s, rate));
         pipeline_log->info("{}", summary_line(s, rate));
         items_at_summary[i] = s.items;
+        warn_of_capacity_rotations(*pipeline_log, pipelines[i]->config(), s, capacity_rotations[i],
+                                   t);
       }
       // The summaries of a stopped sketchd would read as a quiet input: say it again.
       if (proc.failed() && source.paused()) {

@@ -95,7 +95,7 @@ pipelines:
     item: { from: json, path: /user/id }
     clock: wall
     dedup: { window: 1h, capacity: 1000, generations: 4, fpr: $fpr }
-log: { level: info }
+log: { level: info, summary_interval: 1s }
 EOF
 start_daemon "$work/sketchd.yaml"
 
@@ -247,6 +247,14 @@ check "$o_by_time == 0" "overload: $o_by_time rotations by time within the first
 check "$o_window == 3600 and $o_effective < 0.9 * $o_window" \
   "overload: effective window $o_effective s, configured $o_window s"
 log "overload: $o_by_capacity rotations by capacity for $o_first first-seen items; effective window $o_effective s of $o_window s"
+# The log says it too (the summary line's fill and FPR look healthy meanwhile), once.
+for _ in $(seq 20); do
+  grep -q 'the dedup window holds more distinct items' "$work/sketchd.err" && break
+  sleep 0.5
+done
+check_log "$work/sketchd.err" 'warning \[pipeline\] overload: the dedup window holds more distinct items than dedup.capacity \(1000\): [0-9]+ rotation\(s\) by capacity since the last such line, and it reaches back [0-9]+m?s instead of 1h'
+[[ $(grep -c 'the dedup window holds more distinct items' "$work/sketchd.err") -eq 1 ]] \
+  || fail "the capacity warning came more than once within a minute"
 # The API says the same: the horizon guaranteed under the configured capacity stays, the
 # effective window is the live one, and fill and forwarded figures are there too.
 api "api/v1/pipelines/overload" "$work/overload.json"

@@ -307,6 +307,8 @@ pipeline_summary pipeline::summary() const {
     s.generations = dedup_->generations();
     s.estimated_fpr = dedup_->estimated_fpr();
     s.target_fpr = dedup_->target_fpr();
+    s.rotations_by_capacity = dedup_->rotations_by_capacity() - restored_rotations_by_capacity_;
+    s.effective_window_ms = dedup_->effective_window_ms(std::max(clock_ms_, advanced_ms_));
   }
   return s;
 }

@@ -60,6 +60,8 @@ struct pipeline_summary {
   std::size_t generations = 0;                    // of the rolling Bloom filter
   double estimated_fpr = 0;
   double target_fpr = 0;
+  std::uint64_t rotations_by_capacity = 0;  // since start (sketchd_bloom_rotations_total)
+  std::int64_t effective_window_ms = 0;     // sketchd_bloom_effective_window_seconds
   bool has_heavy_hitters = false;
   bool has_dedup = false;
 };
