@@ -459,7 +459,8 @@ namespace {
 int run_main(int argc, char** argv) {
   CLI::App app{
       "sketch: probabilistic sketches on files and pipes (Bloom filters, Count-Min).\n"
-      "Items are lines; FILE arguments are read in order, stdin when there are none.",
+      "Items are lines, compared byte for byte (a CRLF line keeps its \\r: convert with\n"
+      "`tr -d '\\r'` first); FILE arguments are read in order, stdin when there are none.",
       "sketch"};
   app.require_subcommand(1);
   app.set_version_flag("--version", fmt::format("sketch {}", SKETCH_VERSION),
