@@ -17,7 +17,10 @@ namespace sketchd {
 [[nodiscard]] int check_config_command(const std::string& path);
 
 // `sketchd [run] --config FILE`: runs the daemon until SIGTERM, SIGINT or SIGHUP. Returns 0 after
-// a clean shutdown, 1 when the configuration is invalid or the daemon cannot start.
+// a clean shutdown, 129 after a clean shutdown on SIGHUP (for a supervisor to restart it), 1
+// when the configuration is invalid, the daemon cannot start, or it stops on a failure (a
+// fatal Kafka error, a final forwarding failure, a final snapshot not written; `sketchd run
+// --help` lists them).
 [[nodiscard]] int run_command(const std::string& config_path);
 
 struct mock_kafka_options {

@@ -12,7 +12,8 @@
 // this one processes (and runs the rebalance hooks here, between batches); librdkafka
 // and the HTTP server run their own threads. Signals only set
 // a flag that the loop reads; on SIGINT, SIGTERM or SIGHUP the loop finishes its batch, waits for
-// the outputs to be delivered, writes a snapshot, commits the offsets, and returns 0.
+// the outputs to be delivered, writes a snapshot, commits the offsets, and returns 0 (129
+// after SIGHUP: see run()).
 //
 // Order at shutdown matters for what a restart sees (docs/SEMANTICS.md): the snapshot is
 // written before the final commit, so a crash between the two resumes from the snapshot.
@@ -189,13 +190,14 @@ void warn_of_capacity_rotations(spdlog::logger& log, const pipeline_config& p,
   seen.at_last_summary = s.rotations_by_capacity;
   if (!rotated || (seen.warned && now - *seen.warned < std::chrono::minutes(1))) return;
   const std::uint64_t since = s.rotations_by_capacity - seen.at_last_warning;
+  const bool first = !seen.warned.has_value();
   seen.at_last_warning = s.rotations_by_capacity;
   seen.warned = now;
   log.warn(
       "{}: the dedup window holds more distinct items than dedup.capacity ({}): {} rotation(s) "
-      "by capacity since the last such line, and it reaches back {} instead of {} (an item "
+      "by capacity since {}, and it reaches back {} instead of {} (an item "
       "repeated after that is forwarded again); raise dedup.capacity",
-      p.name, p.dedup->capacity, since,
+      p.name, p.dedup->capacity, since, first ? "sketchd started" : "the last such line",
       format_duration(std::chrono::milliseconds(s.effective_window_ms)),
       format_duration(p.dedup->window));
 }
@@ -339,6 +341,15 @@ bool restore(const config& cfg, state::store& store,
       continue;
     }
     restored.insert(name);
+    if (const auto& why = (*it)->heavy_window_dropped()) {
+      // Its other window and the input positions are restored: restoring nothing would
+      // forward again, for a whole dedup window, the items its dedup had seen.
+      log->warn(
+          "snapshot {}: the heavy-hitter window of pipeline {} is of an older format ({}); it "
+          "starts empty, its dedup window and the input positions are restored",
+          store.path(), name, *why);
+      continue;  // not kept: its windows miss the items before the input positions
+    }
     kept.insert(name);
   }
   if (!unfit.empty()) {

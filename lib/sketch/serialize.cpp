@@ -78,9 +78,14 @@ record_reader::record_reader(std::string_view input, structure_type expected) : 
   std::memcpy(&type, input.data() + 6, 2);
   std::memcpy(&seed_, input.data() + 8, 8);
   std::memcpy(&length, input.data() + 16, 8);
-  if (version != kFormatVersion) {
-    throw format_error(fmt::format("{}: format version {} is not supported (this build reads {})",
-                                   what, version, kFormatVersion));
+  // Version 2 differs from 3 only where the index sequence is used (serialize.h).
+  const bool same_since_2 = expected == structure_type::blocked_bloom_filter ||
+                            expected == structure_type::rolling_bloom ||
+                            expected == structure_type::top_k;
+  if (version != kFormatVersion && !(version == 2 && same_since_2)) {
+    throw format_version_error(
+        fmt::format("{}: format version {} is not supported (this build reads {})", what, version,
+                    kFormatVersion));
   }
   // The length and the checksum before the type: a flipped bit in the type field is
   // corruption, to be reported as such, not as a record of another structure.

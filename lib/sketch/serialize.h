@@ -34,8 +34,9 @@ static_assert(std::endian::native == std::endian::little,
 inline constexpr char kMagic[4] = {'S', 'K', 'C', 'H'};
 // Version 2 (the index sequence of sketch/hash.h gained its cubic term) and version 3 (it
 // mixes each value): the classic and counting filters' bits and the Count-Min sketches'
-// counters of an earlier version sit at other indices, so earlier records are refused
-// rather than misread.
+// counters of an earlier version sit at other indices, so earlier records of those are
+// refused rather than misread (format_version_error). The blocked and rolling Bloom filters
+// and the top-k tracker do not use the sequence: their version 2 records read as version 3.
 inline constexpr std::uint16_t kFormatVersion = 3;
 inline constexpr std::size_t kHeaderSize = 24;
 inline constexpr std::size_t kTrailerSize = 8;
@@ -57,6 +58,13 @@ enum class structure_type : std::uint16_t {
 class format_error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// A record of another format version that this build cannot read (one written before the
+// structure's layout changed, or by a later build): the data is whole, but of another kind.
+class format_version_error : public format_error {
+ public:
+  using format_error::format_error;
 };
 
 namespace detail {

@@ -252,7 +252,7 @@ for _ in $(seq 20); do
   grep -q 'the dedup window holds more distinct items' "$work/sketchd.err" && break
   sleep 0.5
 done
-check_log "$work/sketchd.err" 'warning \[pipeline\] overload: the dedup window holds more distinct items than dedup.capacity \(1000\): [0-9]+ rotation\(s\) by capacity since the last such line, and it reaches back [0-9]+m?s instead of 1h'
+check_log "$work/sketchd.err" 'warning \[pipeline\] overload: the dedup window holds more distinct items than dedup.capacity \(1000\): [0-9]+ rotation\(s\) by capacity since sketchd started, and it reaches back [0-9]+m?s instead of 1h'
 [[ $(grep -c 'the dedup window holds more distinct items' "$work/sketchd.err") -eq 1 ]] \
   || fail "the capacity warning came more than once within a minute"
 # The API says the same: the horizon guaranteed under the configured capacity stays, the

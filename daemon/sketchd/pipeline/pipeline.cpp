@@ -742,8 +742,21 @@ void pipeline::restore_state(std::string_view saved) {
       if (flag > 1) r.fail("corrupt: a presence flag is neither 0 nor 1");
       return flag == 1;
     };
+    heavy_window_dropped_.reset();
     try {
-      if (present()) heavy_.emplace(sketch::rolling_count_min::deserialize(r.bytes()));
+      if (present()) {
+        const std::string_view record = r.bytes();
+        try {
+          heavy_.emplace(sketch::rolling_count_min::deserialize(record));
+        } catch (const sketch::format_version_error& e) {
+          // Written before the Count-Min rows' hashing changed: its counters sit at other
+          // columns, so the window cannot be read, but the dedup window and the input
+          // positions can (the dedup window's format is the same). It starts empty.
+          if (!heavy_options) throw;
+          heavy_.emplace(*heavy_options);
+          heavy_window_dropped_ = e.what();
+        }
+      }
       if (present()) dedup_.emplace(sketch::rolling_bloom::deserialize(r.bytes()));
     } catch (const sketch::format_error& e) {
       r.fail(e.what());
@@ -772,6 +785,7 @@ void pipeline::restore_state(std::string_view saved) {
   } catch (...) {
     restored_rotations_by_time_ = 0;
     restored_rotations_by_capacity_ = 0;
+    heavy_window_dropped_.reset();
     heavy_.reset();
     dedup_.reset();
     if (heavy_options) heavy_.emplace(*heavy_options);

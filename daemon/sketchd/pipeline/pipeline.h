@@ -151,6 +151,12 @@ class pipeline {
   // never held together). Both take the lock; call them between batches.
   [[nodiscard]] std::string save_state() const;
   void restore_state(std::string_view state);
+  // After restore_state(): why the heavy-hitter window was not restored while the rest of
+  // the state was (its record is of an older library format, written before the Count-Min
+  // rows' hashing changed: it starts empty), or nullopt.
+  [[nodiscard]] const std::optional<std::string>& heavy_window_dropped() const noexcept {
+    return heavy_window_dropped_;
+  }
   // Whether a state of pipeline `name` (save_state(), or its first bytes: only the
   // parameters at its start are read) was made under the parameters `ours`
   // (parameters(), or describe_parameters() of a configuration): nullopt when it was, else
@@ -221,6 +227,7 @@ class pipeline {
   // snapshot older than the last scrape would take them back).
   std::uint64_t restored_rotations_by_time_ = 0;
   std::uint64_t restored_rotations_by_capacity_ = 0;
+  std::optional<std::string> heavy_window_dropped_;  // by the last restore_state()
 };
 
 }  // namespace sketchd
