@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "sketch/serialize.h"
+
 // A property every input must keep; a violation aborts, which the fuzzer reports with the
 // input and a test replaying that input fails on.
 #define FUZZ_CHECK(condition)                                                                 \
@@ -27,6 +29,20 @@ inline constexpr bool kChecksumsVerified = false;
 #else
 inline constexpr bool kChecksumsVerified = true;
 #endif
+
+// Whether every library record in `bytes` (every "SKCH" magic, and any such bytes that are
+// not one) carries the current format version: a record of an older version the library
+// still reads (sketch/serialize.h) is written back in the current one, so not the same.
+inline bool all_current_version(std::string_view bytes) {
+  for (std::size_t at = bytes.find("SKCH"); at != std::string_view::npos;
+       at = bytes.find("SKCH", at + 1)) {
+    if (at + 6 > bytes.size()) return false;
+    const auto version = static_cast<unsigned>(static_cast<unsigned char>(bytes[at + 4])) |
+                         static_cast<unsigned>(static_cast<unsigned char>(bytes[at + 5])) << 8;
+    if (version != sketch::kFormatVersion) return false;
+  }
+  return true;
+}
 
 // The environment the configuration targets substitute ${VAR} from: SET and PORT are set,
 // EMPTY is set to "", every other variable is unset.

@@ -47,7 +47,8 @@ void round_trip(const T& structure, const std::string& record) {
   constexpr bool nests_records =
       std::is_same_v<T, sketch::rolling_count_min> || std::is_same_v<T, sketch::rolling_bloom>;
   const std::string again = structure.serialize();
-  if (kChecksumsVerified || !nests_records) FUZZ_CHECK(again == record);
+  if ((kChecksumsVerified || !nests_records) && all_current_version(record))
+    FUZZ_CHECK(again == record);
   FUZZ_CHECK(T::deserialize(again).serialize() == again);
 }
 
