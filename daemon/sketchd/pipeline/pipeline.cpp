@@ -171,7 +171,9 @@ void pipeline::feed_group(std::span<const pipeline_input> inputs, std::int64_t w
     }
   };
   if (heavy_) {
-    // Each item's cells are located once, for its prefetch and its update.
+    // Each item's cells are located once, for its prefetch and its update. The pass is
+    // written out: `pass` generalised to take a prefetch callable made GCC 12 emit none of
+    // the dedup pass's prefetches (docs/PERFORMANCE.md, "The index mix").
     const std::size_t depth = heavy_->depth();
     for (std::size_t i = 0; i < n; ++i) {
       if (has_item(i)) heavy_->locate(group_hashes_[i], &group_cells_[i * depth]);
