@@ -14,23 +14,36 @@ namespace {
 
 constexpr std::int64_t kMaxMs = std::numeric_limits<std::int64_t>::max();
 
-const rolling_bloom_options& checked(const rolling_bloom_options& o) {
-  if (o.window_ms <= 0) {
-    throw std::invalid_argument(
-        fmt::format("rolling_bloom: window_ms must be positive (got {})", o.window_ms));
-  }
+// The checks of the options, one by one: the sizing helpers need some of them only.
+void check_capacity(const rolling_bloom_options& o) {
   if (o.capacity < 1) {
     throw std::invalid_argument("rolling_bloom: capacity must be at least 1 (got 0)");
   }
+}
+
+void check_fpr(const rolling_bloom_options& o) {
   if (!(o.fpr > 0.0 && o.fpr < 1.0)) {
     throw std::invalid_argument(
         fmt::format("rolling_bloom: fpr must be in (0, 1) (got {})", o.fpr));
   }
+}
+
+void check_generations(const rolling_bloom_options& o) {
   if (o.generations < 2 || o.generations > rolling_bloom::kMaxGenerations) {
     throw std::invalid_argument(
         fmt::format("rolling_bloom: generations must be in [2, {}] (got {})",
                     rolling_bloom::kMaxGenerations, o.generations));
   }
+}
+
+const rolling_bloom_options& checked(const rolling_bloom_options& o) {
+  if (o.window_ms <= 0) {
+    throw std::invalid_argument(
+        fmt::format("rolling_bloom: window_ms must be positive (got {})", o.window_ms));
+  }
+  check_capacity(o);
+  check_fpr(o);
+  check_generations(o);
   return o;
 }
 
@@ -144,23 +157,9 @@ bool holds_avx2(const std::uint32_t* group, std::size_t g_count, std::size_t new
 
 }  // namespace
 
-namespace {
-
-void check_generations(const rolling_bloom_options& o) {
-  if (o.generations < 2 || o.generations > rolling_bloom::kMaxGenerations) {
-    throw std::invalid_argument(
-        fmt::format("rolling_bloom: generations must be in [2, {}] (got {})",
-                    rolling_bloom::kMaxGenerations, o.generations));
-  }
-}
-
-}  // namespace
-
 std::uint64_t rolling_bloom::generation_capacity(const rolling_bloom_options& o) {
   check_generations(o);
-  if (o.capacity < 1) {
-    throw std::invalid_argument("rolling_bloom: capacity must be at least 1 (got 0)");
-  }
+  check_capacity(o);
   const std::uint64_t parts = o.generations - 1;
   return o.capacity / parts + (o.capacity % parts != 0 ? 1 : 0);
 }
@@ -168,10 +167,7 @@ std::uint64_t rolling_bloom::generation_capacity(const rolling_bloom_options& o)
 // fpr_g = 1 − (1 − fpr)^{1/G}, via log1p/expm1 so that small rates keep their precision.
 double rolling_bloom::generation_fpr(const rolling_bloom_options& o) {
   check_generations(o);
-  if (!(o.fpr > 0.0 && o.fpr < 1.0)) {
-    throw std::invalid_argument(
-        fmt::format("rolling_bloom: fpr must be in (0, 1) (got {})", o.fpr));
-  }
+  check_fpr(o);
   return -std::expm1(std::log1p(-o.fpr) / static_cast<double>(o.generations));
 }
 

@@ -6,6 +6,7 @@
 // is a sum of slices and sliding it is a subtraction); seed lecture 000.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -78,11 +79,9 @@ class rolling_count_min {
   // lines). A hint only: no effect on the state, no allocation; call it some items ahead, in
   // a batch.
   void prefetch(const hash128& h) const noexcept {
-    index_sequence columns(h, width_);
-    const cell* row = cells_.data();
-    for (std::uint32_t r = 0; r < depth_; ++r, row += width_) {
-      __builtin_prefetch(row + columns.next(), 1, 3);
-    }
+    std::array<std::uint32_t, count_min_sketch::kMaxDepth> cells;
+    locate(h, cells.data());
+    prefetch(cells.data());
   }
 
   // The same in two steps, for a batch that prefetches items ahead of their update: the
