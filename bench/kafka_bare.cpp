@@ -4,12 +4,12 @@
 // the application once per batch and partition with rd_kafka_offsets_store(), batches of up
 // to --batch messages polled like source::poll_batch).
 //
-//   kafka_bare consume --brokers B --topic T --group G --count N [--batch 1000]
+//   kafka_bare consume --brokers B --topic T --group G --count N [--batch 5000]
 //       reads N messages and prints "rate: R msg/s" (first message to the Nth) and the CPU
 //       time per message of its threads over the same interval ("cpu ns per message: …",
 //       from /proc: app, the polling thread; librdkafka, its threads) with the share of the
 //       machine's CPU time left idle
-//   kafka_bare pipe --brokers B --topic T --group G --count N --output O [--batch 1000]
+//   kafka_bare pipe --brokers B --topic T --group G --count N --output O [--batch 5000]
 //       the same, producing each message (key, value, headers, timestamp) to O with an
 //       idempotent producer and storing an input offset only after its delivery report —
 //       the bare equivalent of sketchd's forward path, every message forwarded

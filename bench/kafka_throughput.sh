@@ -126,7 +126,8 @@ EOF
   "${SKETCHD:-$sketchd}" run --config "$work/$name.yaml" >"$work/$name.out" 2>"$work/$name.err" &
   local pid=$!
   pids+=("$pid")
-  python3 - "$port" "$n" "$output" "$pid" "$work/$name.threads" <<'EOF'
+  local status=0
+  python3 - "$port" "$n" "$output" "$pid" "$work/$name.threads" <<'EOF' || status=$?
 import os, re, sys, time, urllib.request
 port, n, output, pid, threads_file = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 tick = os.sysconf("SC_CLK_TCK")
@@ -180,6 +181,9 @@ if output:  # the forward path: until every first-seen event is delivered
             last = time.monotonic()
             break
         time.sleep(0.02)
+if last == first:
+    sys.exit(f"N={n} is too small to measure: every message was consumed between two scrapes"
+             " (20 ms apart); use a larger N")
 with open(threads_file, "w") as f:  # CPU ns per message by thread, while consuming
     f.write(" ".join(f"{k}={(cpu_last[k] - cpu_first[k]) / n * 1e9:.0f}" for k in cpu_last))
     f.write(f"; machine idle {(idle_last - idle_first) / ((last - first) * os.cpu_count()):.0%}\n")
@@ -187,6 +191,7 @@ print(f"{n / (last - first):.0f}")
 EOF
   kill -TERM "$pid"
   wait "$pid" || true
+  return "$status"
 }
 
 # bare_rate MODE GROUP [ARGS…]: runs kafka_bare (or $BARE), prints its rate in msg/s (its
@@ -194,7 +199,7 @@ EOF
 bare_rate() {
   local mode=$1 group=$2
   shift 2
-  "${BARE:-$bare}" "$mode" --brokers "$bootstrap" --topic in --group "$group" --count "$n" "$@" >"$work/$group.out"
+  "${BARE:-$bare}" "$mode" --brokers "$bootstrap" --topic in --group "$group" --count "$n" "$@" >"$work/$group.out" || return
   sed -n 's/^rate: \([0-9]*\).*/\1/p' "$work/$group.out"
 }
 
