@@ -4,7 +4,6 @@
 #include "sketchd/config/config.h"
 
 #include <arpa/inet.h>
-#include <librdkafka/rdkafka.h>
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
@@ -32,8 +31,10 @@
 #include "sketch/blocked_bloom.h"
 #include "sketch/count_min.h"
 #include "sketch/rolling_bloom.h"
+#include "sketch/rolling_count_min.h"
 #include "sketch/text.h"
-#include "sketchd/kafka/client.h"
+#include "sketchd/kafka/mock_cluster.h"
+#include "sketchd/kafka/properties.h"
 #include "sketchd/kafka/sink.h"
 #include "sketchd/kafka/source.h"
 
@@ -1007,8 +1008,8 @@ kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
   if (const field* e = m.find("embedded")) {
     const mapping em(c, *e, {"brokers", "partitions"});
     embedded_kafka_config embedded;
-    em.read("brokers", embedded.brokers, counts(c, 1, 8));
-    em.read("partitions", embedded.partitions, counts(c, 1, 1000));
+    em.read("brokers", embedded.brokers, counts(c, 1, embedded_kafka_config::kMaxBrokers));
+    em.read("partitions", embedded.partitions, counts(c, 1, kafka::mock_cluster::kMaxPartitions));
     if (em.valid()) k.embedded = embedded;
     if (!k.brokers.empty()) {
       c.error(e->key_mark, "kafka: give either brokers or embedded, not both");
@@ -1028,8 +1029,6 @@ kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
   if (const field* p = m.find("properties")) {
     where.section = *p;
     const mapping pm(c, *p, {}, /*any_key=*/true);
-    const std::unique_ptr<rd_kafka_conf_t, decltype(&rd_kafka_conf_destroy)> scratch(
-        rd_kafka_conf_new(), &rd_kafka_conf_destroy);
     for (const auto& [key, value_field] : pm.entries()) {
       std::string_view instead;
       // metadata.broker.list is librdkafka's other name of bootstrap.servers.
@@ -1059,16 +1058,15 @@ kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
       // here with its line, not when the clients are created. librdkafka's message shows
       // the value only when it is written in the file as it is, and not a secret's: one
       // from the environment may be a secret put in the wrong key.
-      std::array<char, 512> errstr{};
-      switch (rd_kafka_conf_set(scratch.get(), key.c_str(), value->c_str(), errstr.data(),
-                                errstr.size())) {
-        case RD_KAFKA_CONF_OK:
+      const kafka::property_check check = kafka::check_property(key, *value);
+      switch (check.result) {
+        case kafka::property_check::outcome::accepted:
           break;
-        case RD_KAFKA_CONF_UNKNOWN:
+        case kafka::property_check::outcome::unknown:
           c.error(value_field.key_mark, fmt::format("{}: librdkafka {} has no such property",
-                                                    value_field.path, rd_kafka_version_str()));
+                                                    value_field.path, kafka::librdkafka_version()));
           continue;
-        case RD_KAFKA_CONF_INVALID:
+        case kafka::property_check::outcome::invalid:
           // Java's "none" is librdkafka's "error", which sketchd refuses (below).
           c.error(value_field,
                   key == "auto.offset.reset"
@@ -1078,19 +1076,16 @@ kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
                                     "error, which sketchd does not support",
                                     *value)
                   : value_field.secret || value_field.node.Scalar().find("${") != std::string::npos
-                      ? kafka::redact(errstr.data(), {*value})
-                      : std::string(errstr.data()));
+                      ? kafka::redact(check.reason, {*value})
+                      : check.reason);
           continue;
       }
       // Without it, offsets are committed only at a rebalance and at exit: a crash would
       // read everything since the start again. Judged by librdkafka's own reading of the
-      // value (it takes true, t and 1 in any case), read back from the scratch conf.
+      // value (it takes true, t and 1 in any case).
+      const std::string_view read_back = check.read_back;
       if (key == "enable.auto.commit") {
-        std::array<char, 16> setting{};
-        std::size_t size = setting.size();
-        if (rd_kafka_conf_get(scratch.get(), key.c_str(), setting.data(), &size) !=
-                RD_KAFKA_CONF_OK ||
-            std::string_view(setting.data()) != "true") {
+        if (read_back != "true") {
           c.error(value_field,
                   "must stay true: sketchd commits the offsets it has stored in the background "
                   "(every auto.commit.interval.ms)");
@@ -1099,13 +1094,6 @@ kafka_config read_kafka(checker& c, const field& f, property_positions& where) {
       }
       // Settings librdkafka accepts that would quietly undo what sketchd relies on, judged
       // by librdkafka's own reading of the value.
-      std::array<char, 64> setting{};
-      std::size_t setting_size = setting.size();
-      const std::string_view read_back =
-          rd_kafka_conf_get(scratch.get(), key.c_str(), setting.data(), &setting_size) ==
-                  RD_KAFKA_CONF_OK
-              ? std::string_view(setting.data())
-              : std::string_view();
       // (The enable.idempotence and delivery.report.only.error ones are the forwarding
       // producer's: an input offset is stored once its outputs are acknowledged, each once.)
       struct refusal {
@@ -1279,7 +1267,8 @@ heavy_hitters_config read_heavy_hitters(checker& c, const field& f,
                   {"window", "buckets", "epsilon", "delta", "top_k", "threshold", "conservative",
                    "alerts_topic"});
   const bool window_ok = m.read("window", hh.window, durations(c, milliseconds(1), kMaxWindow));
-  const bool buckets_ok = m.read("buckets", hh.buckets, counts(c, 1, 1000));
+  const bool buckets_ok =
+      m.read("buckets", hh.buckets, counts(c, 1, sketch::rolling_count_min::kMaxBuckets));
   const bool epsilon_ok = m.read("epsilon", hh.epsilon, reals(c, kOpenUnit));
   const bool delta_ok = m.read("delta", hh.delta, reals(c, kOpenUnit));
   m.read("top_k", hh.top_k, counts(c, 1, 1000));
@@ -1324,7 +1313,8 @@ dedup_config read_dedup(checker& c, const field& f, const std::vector<std::strin
   const bool window_ok = m.read("window", d.window, durations(c, milliseconds(1), kMaxWindow));
   const bool capacity_ok = m.read_required("capacity", d.capacity, counts(c, 1));
   const bool fpr_ok = m.read("fpr", d.fpr, reals(c, {0, true, 0.5, true}));
-  const bool generations_ok = m.read("generations", d.generations, counts(c, 2, 64));
+  const bool generations_ok =
+      m.read("generations", d.generations, counts(c, 2, sketch::rolling_bloom::kMaxGenerations));
   read_optional_topic(c, m, "output_topic", d.output_topic);
   read_optional_topic(c, m, "duplicates_topic", d.duplicates_topic);
 

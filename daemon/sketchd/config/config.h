@@ -49,8 +49,12 @@ namespace sketchd {
 
 // librdkafka's mock cluster, in-process on loopback, instead of external brokers.
 struct embedded_kafka_config {
-  int brokers = 1;     // 1..8
-  int partitions = 4;  // 1..1000, of each topic the daemon needs (created at start)
+  // The most brokers: a demo's or a test's cluster, on purpose below what the mock cluster
+  // takes (kafka::mock_cluster::kMaxBrokers). `sketchd mock-kafka --brokers` has the same.
+  static constexpr int kMaxBrokers = 8;
+  int brokers = 1;     // 1..kMaxBrokers
+  int partitions = 4;  // 1..kafka::mock_cluster::kMaxPartitions, of each topic the daemon
+                       // needs (created at start)
 };
 
 struct kafka_config {

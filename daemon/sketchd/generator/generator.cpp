@@ -5,10 +5,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
+#include <map>
+#include <optional>
 #include <random>
 
 #include "sketch/zipf.h"
-#include "sketchd/kafka/client.h"
+#include "sketchd/kafka/lossy_producer.h"
 #include "sketchd/kafka/sink.h"
 
 namespace sketchd {
@@ -57,35 +60,19 @@ std::shared_ptr<spdlog::logger> log() {
 
 }  // namespace
 
-struct generator::callbacks {
-  static void delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
-    if (!m->err) return;
-    // Dropped by the purge at the stop, on purpose.
-    if (m->err == RD_KAFKA_RESP_ERR__PURGE_QUEUE || m->err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)
-      return;
-    auto* self = static_cast<generator*>(opaque);
-    self->failed_.fetch_add(1, std::memory_order_relaxed);
-    self->produced_.fetch_sub(1, std::memory_order_relaxed);
-    const std::lock_guard lock(self->mutex_);
-    self->last_delivery_error_ = rd_kafka_err2str(m->err);
-  }
-};
-
 void generator::run() {
   // The generator's defaults, then kafka.properties over them.
-  kafka::property_map properties = {{"linger.ms", "20"}, {"compression.type", "lz4"}};
+  std::map<std::string, std::string> properties = {{"linger.ms", "20"},
+                                                   {"compression.type", "lz4"}};
   for (auto& [name, value] : kafka::producer_properties(properties_)) properties[name] = value;
-  kafka::client_config conf(properties);
-  conf.set("bootstrap.servers", bootstrap_servers_);
-  rd_kafka_conf_set_dr_msg_cb(conf.get(), callbacks::delivery);
-  rd_kafka_conf_set_opaque(conf.get(), this);
-  kafka::handle_ptr producer = std::move(conf).create(RD_KAFKA_PRODUCER);
+  kafka::lossy_producer producer(properties, bootstrap_servers_);
 
   const sketch::zipf_distribution zipf(config_.distinct, config_.zipf);
   std::mt19937_64 rng(seed_);
   std::string item;
   std::string value;
   std::uint64_t seq = 0;      // events produced (or failed) so far
+  std::uint64_t queued = 0;   // events the producer took
   std::uint64_t skipped = 0;  // events owed for more than a second, given up
   std::uint64_t failed_reported = 0;
   std::uint64_t skipped_reported = 0;
@@ -107,37 +94,34 @@ void generator::run() {
       due = seq + config_.rate;
     }
     while (seq < due && !stop_.load(std::memory_order_relaxed)) {
-      item = fmt::format("u{}", zipf(rng));
+      item.clear();
+      fmt::format_to(std::back_inserter(item), "u{}", zipf(rng));
+      value.clear();
       if (config_.format == generator_format::json) {
-        value = fmt::format(R"({{"user":{{"id":"{}"}},"seq":{}}})", item, seq);
+        fmt::format_to(std::back_inserter(value), R"({{"user":{{"id":"{}"}},"seq":{}}})", item,
+                       seq);
       } else {
         value = item;
       }
-      const rd_kafka_resp_err_t err = rd_kafka_producev(
-          producer.get(), RD_KAFKA_V_TOPIC(config_.topic.c_str()),
-          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-          RD_KAFKA_V_KEY(config_.key ? item.data() : nullptr, config_.key ? item.size() : 0),
-          RD_KAFKA_V_VALUE(value.data(), value.size()), RD_KAFKA_V_END);
-      if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) break;  // the local queue drains first
-      if (err) {
-        failed_.fetch_add(1, std::memory_order_relaxed);
-        const std::lock_guard lock(mutex_);
-        last_delivery_error_ = rd_kafka_err2str(err);
-      } else {
-        produced_.fetch_add(1, std::memory_order_relaxed);
-      }
+      const auto result = producer.produce(
+          config_.topic, config_.key ? std::optional<std::string_view>(item) : std::nullopt, value);
+      // A full local queue drains first.
+      if (result == kafka::lossy_producer::produce_result::queue_full) break;
+      if (result == kafka::lossy_producer::produce_result::queued) ++queued;
       ++seq;
     }
-    rd_kafka_poll(producer.get(), 10);
+    producer.poll(std::chrono::milliseconds(10));
+    // An event queued and then not delivered is failed, no longer produced.
+    produced_.store(queued - producer.undelivered(), std::memory_order_relaxed);
+    failed_.store(producer.refused() + producer.undelivered(), std::memory_order_relaxed);
 
     if (now - last_report >= kReportEvery) {
       const std::uint64_t failed = failed_.load(std::memory_order_relaxed);
       if (failed > failed_reported) {
-        const std::lock_guard lock(mutex_);
         log()->warn("{} event(s) not delivered to topic {} in the last {} s ({} in all): {}",
                     failed - failed_reported, config_.topic,
                     std::chrono::duration_cast<std::chrono::seconds>(now - last_report).count(),
-                    failed, last_delivery_error_);
+                    failed, producer.last_error());
         failed_reported = failed;
       }
       if (skipped > skipped_reported) {
@@ -152,10 +136,8 @@ void generator::run() {
       last_report = now;
     }
   }
-  // Synthetic events: the stop does not wait for a broker that may be away. The flush
-  // serves the purged events' delivery reports.
-  rd_kafka_purge(producer.get(), RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-  rd_kafka_flush(producer.get(), 1000);
+  // Synthetic events: the stop does not wait for a broker that may be away.
+  producer.close();
 }
 
 }  // namespace sketchd

@@ -53,7 +53,6 @@ class generator {
   }
 
  private:
-  struct callbacks;
   void run();
 
   generator_config config_;
@@ -66,7 +65,6 @@ class generator {
   std::atomic<std::uint64_t> skipped_{0};
   mutable std::mutex mutex_;
   std::optional<std::string> fatal_;  // guarded by mutex_
-  std::string last_delivery_error_;   // guarded by mutex_
   std::thread thread_;
 };
 

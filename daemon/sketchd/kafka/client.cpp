@@ -231,8 +231,7 @@ void throw_if_error(rd_kafka_resp_err_t err, std::string_view operation, error_c
 
 void throw_if_error(rd_kafka_error_t* error, std::string_view operation, error_context context) {
   if (error == nullptr) return;
-  const std::unique_ptr<rd_kafka_error_t, decltype(&rd_kafka_error_destroy)> owned(
-      error, &rd_kafka_error_destroy);
+  const error_ptr owned(error);
   throw kafka_error(operation, to_error_code(rd_kafka_error_code(error)), std::move(context),
                     rd_kafka_error_string(error));
 }

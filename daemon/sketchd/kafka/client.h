@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "sketchd/kafka/error.h"
+#include "sketchd/kafka/properties.h"
 
 namespace sketchd::kafka {
 
@@ -48,6 +49,15 @@ struct message_deleter {
 struct queue_deleter {
   void operator()(rd_kafka_queue_t* queue) const noexcept { rd_kafka_queue_destroy(queue); }
 };
+struct event_deleter {
+  void operator()(rd_kafka_event_t* event) const noexcept { rd_kafka_event_destroy(event); }
+};
+struct error_deleter {
+  void operator()(rd_kafka_error_t* error) const noexcept { rd_kafka_error_destroy(error); }
+};
+struct topic_deleter {
+  void operator()(rd_kafka_topic_t* topic) const noexcept { rd_kafka_topic_destroy(topic); }
+};
 
 using conf_ptr = std::unique_ptr<rd_kafka_conf_t, conf_deleter>;
 using handle_ptr = std::unique_ptr<rd_kafka_t, handle_deleter>;
@@ -55,6 +65,9 @@ using topic_partition_list_ptr =
     std::unique_ptr<rd_kafka_topic_partition_list_t, topic_partition_list_deleter>;
 using message_ptr = std::unique_ptr<rd_kafka_message_t, message_deleter>;
 using queue_ptr = std::unique_ptr<rd_kafka_queue_t, queue_deleter>;
+using event_ptr = std::unique_ptr<rd_kafka_event_t, event_deleter>;
+using error_ptr = std::unique_ptr<rd_kafka_error_t, error_deleter>;
+using topic_ptr = std::unique_ptr<rd_kafka_topic_t, topic_deleter>;
 
 // librdkafka properties by name, as the configuration passes them.
 using property_map = std::map<std::string, std::string>;
@@ -119,13 +132,6 @@ void throw_if_error(rd_kafka_resp_err_t err, std::string_view operation,
 // return), taking ownership of it; does nothing when `error` is null.
 void throw_if_error(rd_kafka_error_t* error, std::string_view operation,
                     error_context context = {});
-
-// `text` with the occurrences of each non-empty string of `secrets` replaced by
-// "<redacted>", longest first so that a value containing another is hidden whole. An
-// occurrence is kept only when it is part of a longer run of letters and digits (librdkafka
-// quotes or spaces the values it echoes, and "1" must not spoil "1000..1000000000").
-// Thread-safe.
-[[nodiscard]] std::string redact(std::string_view text, const std::vector<std::string>& secrets);
 
 // librdkafka's warnings and errors, at most one line per facility and broker every
 // `interval`: a broker that fails each connection attempt in one of two ways in turn (a

@@ -79,30 +79,14 @@ bool find_header(const void* context, std::string_view name, std::string_view* o
   return false;
 }
 
-}  // namespace
-
-namespace {
-
-// The starts of `partitions` from on_assign (a snapshot's positions), where the group has
-// committed no further: those partitions start there. The others, whose start is behind
-// the group's committed offset (this instance committed past its snapshot before it
-// stopped, or another member processed the partition since), are returned with the
-// committed offset, for the owner to decide. Should the committed offsets be unreadable,
-// every partition starts at its restored position.
-//
-// Also the starts of the other partitions, as far as the group's committed offsets tell
-// them (`known`: index in partitions, offset): a snapshot written before a partition's first
-// message is processed holds that position, so that a restart reads what this instance
-// processes of it afterwards into the windows again, even when it was committed since.
-// `from_earliest`: a partition without a commit is read from its start (offset 0 stands for
-// it: at a restart, before the log's first offset is read from the log's first message).
+// A partition whose restored start is behind the group's committed offset.
 struct behind_commit {
   int index;  // in partitions
   std::int64_t start;
   std::int64_t committed;
 };
-// `want_known`: the caller keeps state positions (a state directory); without it, nor a
-// restored start, nothing is asked of the group.
+// How long the group's committed offsets and the partitions' first and last offsets are
+// waited for.
 constexpr int kCommittedWaitMs = 10000;
 
 // The first and last offsets of the partitions of `known` (index in partitions, offset),
@@ -138,6 +122,21 @@ void keep_starts_in_range(rd_kafka_t* rk, const rd_kafka_topic_partition_list_t*
   });
 }
 
+// The starts of `partitions` from on_assign (a snapshot's positions), where the group has
+// committed no further: those partitions start there. The others, whose start is behind
+// the group's committed offset (this instance committed past its snapshot before it
+// stopped, or another member processed the partition since), are returned with the
+// committed offset, for the owner to decide. Should the committed offsets be unreadable,
+// every partition starts at its restored position.
+//
+// Also the starts of the other partitions, as far as the group's committed offsets tell
+// them (`known`: index in partitions, offset): a snapshot written before a partition's first
+// message is processed holds that position, so that a restart reads what this instance
+// processes of it afterwards into the windows again, even when it was committed since.
+// `from_earliest`: a partition without a commit is read from its start (offset 0 stands for
+// it: at a restart, before the log's first offset is read from the log's first message).
+// `want_known`: the caller keeps state positions (a state directory); without it, nor a
+// restored start, nothing is asked of the group.
 std::vector<behind_commit> start_at_restored_positions(
     rd_kafka_t* rk, rd_kafka_topic_partition_list_t* partitions,
     const std::vector<std::optional<std::int64_t>>& starts, bool want_known, bool from_earliest,
@@ -316,12 +315,11 @@ struct source::callbacks {
     // can resume the assignment without it.
     std::unique_lock pause_lock(self->pause_mutex_);
     if (cooperative) {
-      rd_kafka_error_t* e = assign ? rd_kafka_incremental_assign(rk, partitions)
-                                   : rd_kafka_incremental_unassign(rk, partitions);
+      const error_ptr e(assign ? rd_kafka_incremental_assign(rk, partitions)
+                               : rd_kafka_incremental_unassign(rk, partitions));
       if (e) {
         log()->error("incremental {} failed: {}", assign ? "assign" : "unassign",
-                     rd_kafka_error_string(e));
-        rd_kafka_error_destroy(e);
+                     rd_kafka_error_string(e.get()));
       }
     } else {
       const rd_kafka_resp_err_t e = rd_kafka_assign(rk, assign ? partitions : nullptr);
@@ -868,22 +866,21 @@ void source::close() {
   const auto wait = [this, rk](rd_kafka_queue_t* q, int type, const auto& done) {
     const auto deadline = std::chrono::steady_clock::now() + kCloseStepWait;
     while (!done() && std::chrono::steady_clock::now() < deadline) {
-      rd_kafka_event_t* ev = rd_kafka_queue_poll(q, 100);
+      event_ptr ev(rd_kafka_queue_poll(q, 100));
       if (ev == nullptr) continue;
-      if (rd_kafka_event_type(ev) == type) return ev;
-      if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE) {
-        callbacks::rebalance(rk, rd_kafka_event_error(ev), rd_kafka_event_topic_partition_list(ev),
-                             this);
+      if (rd_kafka_event_type(ev.get()) == type) return ev;
+      if (rd_kafka_event_type(ev.get()) == RD_KAFKA_EVENT_REBALANCE) {
+        callbacks::rebalance(rk, rd_kafka_event_error(ev.get()),
+                             rd_kafka_event_topic_partition_list(ev.get()), this);
       }
-      rd_kafka_event_destroy(ev);
     }
-    return static_cast<rd_kafka_event_t*>(nullptr);
+    return event_ptr();
   };
   const queue_ptr commit_queue(rd_kafka_queue_new(rk));
   rd_kafka_resp_err_t err =
       rd_kafka_commit_queue(rk, nullptr, commit_queue.get(), nullptr, nullptr);
   if (!err) {
-    rd_kafka_event_t* ev =
+    const event_ptr ev =
         wait(commit_queue.get(), RD_KAFKA_EVENT_OFFSET_COMMIT, [] { return false; });
     if (ev == nullptr) {
       log()->warn(
@@ -891,17 +888,17 @@ void source::close() {
           "again",
           kCloseStepWait.count());
     } else {
-      err = rd_kafka_event_error(ev);
+      err = rd_kafka_event_error(ev.get());
       if (!err) {
         // Said, so that an operator reading the stop sees where the next start begins.
         int committed = 0;
-        if (const rd_kafka_topic_partition_list_t* l = rd_kafka_event_topic_partition_list(ev)) {
+        if (const rd_kafka_topic_partition_list_t* l =
+                rd_kafka_event_topic_partition_list(ev.get())) {
           for (int i = 0; i < l->cnt; ++i)
             committed += l->elems[i].err == 0 && l->elems[i].offset >= 0;
         }
         log()->info("final commit: the offsets of {} partition(s) committed", committed);
       }
-      rd_kafka_event_destroy(ev);
     }
   }
   if (err == RD_KAFKA_RESP_ERR__NO_OFFSET) log()->info("final commit: nothing new to commit");
@@ -909,9 +906,8 @@ void source::close() {
     log()->warn("final commit failed: {}", rd_kafka_err2str(err));
   // Leaving the group: rebalance callbacks during the close run here, on the owner's thread.
   const queue_ptr close_queue(rd_kafka_queue_new(rk));
-  if (rd_kafka_error_t* e = rd_kafka_consumer_close_queue(rk, close_queue.get())) {
-    log()->warn("closing the consumer: {}", rd_kafka_error_string(e));
-    rd_kafka_error_destroy(e);
+  if (const error_ptr e{rd_kafka_consumer_close_queue(rk, close_queue.get())}) {
+    log()->warn("closing the consumer: {}", rd_kafka_error_string(e.get()));
   } else {
     wait(close_queue.get(), RD_KAFKA_EVENT_NONE,
          [rk] { return rd_kafka_consumer_closed(rk) == 1; });
