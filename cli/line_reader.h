@@ -18,6 +18,8 @@ namespace sketch::cli {
 // delivers slowly (`tail -f log | sketch dedup`) are handed over as they come, not once a
 // megabyte has gathered; and before a read that would wait for more, `before_waiting`
 // runs (the caller flushes its output there).
+//
+// Not thread-safe: one owner.
 class line_reader {
  public:
   explicit line_reader(std::vector<std::string> files);

@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "line_reader.h"
+#include "cli/line_reader.h"
 #include "sketch/blocked_bloom.h"
 #include "sketch/bloom.h"
 #include "sketch/bloom_math.h"
@@ -41,7 +41,7 @@ struct usage_error : std::runtime_error {
 // "1000", "10k", "1.5M", "2G": digits, an optional decimal fraction, an optional decimal
 // suffix (k or K, M, G). Read digit by digit, not with std::stod, which would also take
 // "0x10", " 10" or "1e3", and which makes 1.001M 1000999.9999999999, not a whole number.
-std::uint64_t parse_count(const std::string& option, const std::string& text) {
+[[nodiscard]] std::uint64_t parse_count(const std::string& option, const std::string& text) {
   constexpr std::uint64_t kMax = 1'000'000'000'000'000;  // 1000000G, far beyond 2^40 bits
   const auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
   std::string digits;  // the number is digits × 10^exponent
@@ -79,7 +79,7 @@ std::uint64_t parse_count(const std::string& option, const std::string& text) {
   return std::stoull(digits);
 }
 
-double parse_probability(const std::string& option, double p, double max = 1.0) {
+[[nodiscard]] double parse_probability(const std::string& option, double p, double max = 1.0) {
   if (!(p > 0 && p < max))
     throw usage_error(fmt::format("{}: must be in (0, {}), got {}", option, max, p));
   return p;
@@ -177,7 +177,8 @@ void print_error(std::string_view message) noexcept {
   }
 }
 
-// Progress on stderr, only when it is a terminal, at most twice a second.
+// Progress on stderr, only when it is a terminal, at most twice a second. Not thread-safe:
+// one owner, the thread that reads the input.
 class progress {
  public:
   // `quiet_on_output_terminal`: no progress when the output goes to a terminal as well (the
@@ -268,8 +269,10 @@ int run_fpr(const fpr_options& o) {
     return 0;
   }
   if (!o.hashes) throw usage_error(fmt::format("--hashes: required for the {} layout", o.layout));
-  if (*o.hashes < 1 || *o.hashes > 64)
-    throw usage_error(fmt::format("--hashes: must be in 1..64, got {}", *o.hashes));
+  if (*o.hashes < 1 || *o.hashes > bloom_filter::kMaxHashes) {
+    throw usage_error(
+        fmt::format("--hashes: must be in 1..{}, got {}", bloom_filter::kMaxHashes, *o.hashes));
+  }
   const double k = *o.hashes;
   write_out(
       fmt::format("{}\n", decimal(o.layout == "partitioned" ? bloom_math::fpr_partitioned(m, n, k)
@@ -379,7 +382,10 @@ int run_dedup(const dedup_options& o) {
       const auto bits =
           static_cast<std::uint64_t>(std::ceil(*o.bits_per_item * static_cast<double>(n)));
       const std::uint32_t k = o.hashes ? *o.hashes : bloom_math::optimal_hashes(*o.bits_per_item);
-      if (k < 1 || k > 64) throw usage_error(fmt::format("--hashes: must be in 1..64, got {}", k));
+      if (k < 1 || k > bloom_filter::kMaxHashes) {
+        throw usage_error(
+            fmt::format("--hashes: must be in 1..{}, got {}", bloom_filter::kMaxHashes, k));
+      }
       sized_by(sizing, [&] { f.emplace(bits, k); });
     } else {
       sized_by(sizing, [&] { f.emplace(bloom_filter::for_capacity(n, p)); });
@@ -414,22 +420,22 @@ struct topk_options {
 
 int run_topk(const topk_options& o) {
   if (o.k < 1 || o.k > 1000) throw usage_error(fmt::format("-k: must be in 1..1000, got {}", o.k));
-  parse_probability("--epsilon", o.epsilon);
-  parse_probability("--delta", o.delta);
+  const double epsilon = parse_probability("--epsilon", o.epsilon);
+  const double delta = parse_probability("--delta", o.delta);
   check_readable(o.files);
   // count_min_sketch::from_error in steps, so that a limit names the option that reaches it.
   std::uint32_t width = 0;
   std::uint32_t depth = 0;
   std::optional<count_min_sketch> cms;
-  sized_by("--epsilon", [&] { width = count_min_sketch::suggest_width(o.epsilon); });
-  sized_by("--delta", [&] { depth = count_min_sketch::suggest_depth(o.delta); });
+  sized_by("--epsilon", [&] { width = count_min_sketch::suggest_width(epsilon); });
+  sized_by("--delta", [&] { depth = count_min_sketch::suggest_depth(delta); });
   check_fits("--epsilon, --delta",
              static_cast<double>(width) * static_cast<double>(depth) * sizeof(std::uint32_t),
              "sketch");
   sized_by("--epsilon, --delta",
            [&] { cms.emplace(width, depth, kDefaultSeed, /*conservative=*/true); });
   // Candidates: a few times k, so that items near the k-th do not push each other out.
-  top_k_tracker tracker(o.k, o.epsilon,
+  top_k_tracker tracker(o.k, epsilon,
                         std::clamp<std::uint32_t>(4 * o.k, 64, top_k_tracker::kMaxCapacity));
   line_reader reader(o.files);
   progress bar("sketch topk");

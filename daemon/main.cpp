@@ -14,13 +14,17 @@
 
 #include "sketchd/commands.h"
 #include "sketchd/config/config.h"
+#include "sketchd/kafka/mock_cluster.h"
 #include "sketchd/util/build_info.h"
 #include "sketchd/util/logging.h"
 
 namespace {
 
 constexpr int kUsageError = 2;
-constexpr int kMaxPartitions = 1000;
+constexpr int kMaxPartitions = sketchd::kafka::mock_cluster::kMaxPartitions;
+// The most brokers mock-kafka --brokers takes: the same as embedded.brokers in the
+// configuration.
+constexpr int kMaxMockBrokers = sketchd::embedded_kafka_config::kMaxBrokers;
 
 constexpr const char* kDescription =
     "sketchd: stream analytics on Kafka.\n"
@@ -38,8 +42,8 @@ constexpr const char* kExamples =
     "config/example.yaml documents every configuration key.";
 
 // "NAME" or "NAME:PARTITIONS"; the error message, or nullopt when `text` is valid.
-std::optional<std::string> parse_topic_argument(std::string_view text,
-                                                std::pair<std::string, int>& out) {
+[[nodiscard]] std::optional<std::string> parse_topic_argument(std::string_view text,
+                                                              std::pair<std::string, int>& out) {
   const std::size_t colon = text.find(':');
   const std::string_view name = text.substr(0, colon);
   if (!sketchd::is_valid_topic_name(name)) {
@@ -69,10 +73,6 @@ int usage_error(std::string_view message, const CLI::App* command = nullptr) {
   sketchd::print_stderr(fmt::format("sketchd: {} (see {})\n", message, help));
   return kUsageError;
 }
-
-}  // namespace
-
-namespace {
 
 int run_main(int argc, char** argv) {
   CLI::App app(kDescription, "sketchd");
@@ -126,9 +126,10 @@ int run_main(int argc, char** argv) {
       "\"bootstrap: HOST:PORT[,HOST:PORT…]\", the value for kafka.brokers. Serves until\n"
       "SIGINT or SIGTERM.");
   sketchd::mock_kafka_options mock_options;
-  mock->add_option("--brokers", mock_options.brokers, "Number of brokers, 1 to 8")
+  mock->add_option("--brokers", mock_options.brokers,
+                   fmt::format("Number of brokers, 1 to {}", kMaxMockBrokers))
       ->type_name("N")
-      ->check(CLI::Range(1, 8).description(""))
+      ->check(CLI::Range(1, kMaxMockBrokers).description(""))
       ->capture_default_str();
   std::vector<std::string> topic_arguments;
   mock->add_option("--topic", topic_arguments,

@@ -19,11 +19,6 @@ constexpr int kRouteShift = kafka::offset_tracker::kTicketBits;
 constexpr std::uint64_t kTicketMask = (std::uint64_t{1} << kRouteShift) - 1;
 constexpr std::size_t kMaxRoutes = std::size_t{1} << (64 - kRouteShift);
 
-std::shared_ptr<spdlog::logger> logger(const char* name) {
-  auto l = spdlog::get(name);
-  return l ? l : spdlog::default_logger();
-}
-
 std::string utc_time(std::int64_t ms) {
   const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
   std::tm tm{};
@@ -88,8 +83,8 @@ processor::processor(const config& cfg, std::vector<pipeline*> pipelines,
         o, [this](std::uint64_t opaque, kafka::error_code err, std::string_view reason) {
           on_delivery(opaque, err, reason);
         });
-    logger("kafka")->info("forwarding to {} output topic(s) with an idempotent producer",
-                          sink_topics.size());
+    module_logger("kafka")->info("forwarding to {} output topic(s) with an idempotent producer",
+                                 sink_topics.size());
   }
   const std::size_t n = pipelines_.size();
   local_.duplicates_forwarded.assign(n, 0);
@@ -180,7 +175,7 @@ void processor::process(std::span<const kafka::record> batch, std::int64_t wall_
     if (pipelines_[i]->config().heavy_hitters) {
       const std::uint64_t dropped = pipelines_[i]->counters().heavy_events_dropped;
       if (dropped > heavy_events_dropped_[i]) {
-        logger("pipeline")
+        module_logger("pipeline")
             ->warn(
                 "{}: {} heavy-hitter enter/leave events were lost, more in one batch than the "
                 "top-k tracker's event buffer holds: this log and heavy_hitters.alerts_topic miss "
@@ -201,7 +196,7 @@ void processor::log_heavy_events(std::size_t p, bool now) {
   const auto t = std::chrono::steady_clock::now();
   if (now || t - l.since >= std::chrono::milliseconds(kWarningIntervalMs)) {
     if (l.held_entered + l.held_left > 0) {
-      logger("pipeline")
+      module_logger("pipeline")
           ->info(
               "{}: {} more heavy-set change(s) in the last {} s not logged ({} entered, {} left; "
               "at most {} lines every {} s): sketchd_heavy_hitter_events_total counts every "
@@ -243,7 +238,7 @@ void processor::log_heavy_events(std::size_t p, bool now) {
                                               sketch::top_k_tracker::kMinHeavyEstimate)
                                 : std::string();
     const log_fields in_json(std::move(fields));
-    logger("pipeline")
+    module_logger("pipeline")
         ->info("{}: {} {} the heavy set: estimate {} of {} items ({:.2f}%, threshold {:.2f}%{})",
                name, loggable_item(e.item), entered ? "entered" : "left", e.estimate,
                e.window_items, 100.0 * ratio, 100.0 * hh.threshold, why);
@@ -294,7 +289,7 @@ void processor::on_delivery(std::uint64_t opaque, kafka::error_code err, std::st
                                  .count();
     if (now - last_alert_warning_ms_ >= kWarningIntervalMs) {
       last_alert_warning_ms_ = now;
-      logger("pipeline")
+      module_logger("pipeline")
           ->warn(
               "{}: a heavy-hitter event could not be sent to topic {}: {} ({} event(s) of all "
               "pipelines not sent since the last such line)",
@@ -333,7 +328,8 @@ void processor::forward_failed(const route& r, kafka::error_code err, std::strin
           : std::string());
   const std::string& name = pipelines_[r.pipeline]->name();
   failure_ = fmt::format("pipeline {}: {}", name, what);  // for /readyz, which has no logger
-  logger("pipeline")->error("{}: {}", name, what);  // "[pipeline] NAME: …", as its other lines
+  module_logger("pipeline")
+      ->error("{}: {}", name, what);  // "[pipeline] NAME: …", as its other lines
 }
 
 bool processor::replaying(const kafka::record& r) const {
@@ -352,7 +348,7 @@ void processor::drain(std::vector<kafka::partition_offset>& out) {
         if (const auto replay = replay_until_.find(key); replay != replay_until_.end()) {
           // Storing an offset before the group's would move its commit back.
           if (next < replay->second) return;
-          logger("kafka")->info(
+          module_logger("kafka")->info(
               "partition {} [{}]: read again up to offset {}; forwarding from there on",
               topics_[topic_index], partition, replay->second);
           replay_until_.erase(replay);
@@ -424,7 +420,7 @@ bool processor::start_behind_commit(const kafka::topic_partition& tp, std::int64
                                           : now - restored_ms_);
   const std::string& topic = topics_[tp.topic_index];
   if (age >= longest) {
-    logger("kafka")->warn(
+    module_logger("kafka")->warn(
         "partition {} [{}] starts at the group's committed offset {}, past the snapshot's {}: the "
         "snapshot is older ({} s) than the windows of the pipelines reading it, so the messages "
         "between are not read again (their items are not in this instance's windows)",
@@ -434,7 +430,7 @@ bool processor::start_behind_commit(const kafka::topic_partition& tp, std::int64
     for (std::size_t i : topic_routes_[tp.topic_index]) pipelines_[i]->partitions_taken_over();
     return false;
   }
-  logger("kafka")->info(
+  module_logger("kafka")->info(
       "partition {} [{}] starts at offset {} (restored state); the {} message(s) before offset "
       "{}, which the group has committed, go into the windows again without being forwarded "
       "(their outputs were delivered, by this instance before it stopped or by another member)",
@@ -489,7 +485,7 @@ void processor::log_held_back_warnings() {
     log_heavy_events(i, /*now=*/true);
   }
   if (alert_failures_unreported_ > 0) {
-    logger("pipeline")
+    module_logger("pipeline")
         ->warn("{} more heavy-hitter event(s) of all pipelines could not be sent",
                alert_failures_unreported_);
     alert_failures_unreported_ = 0;
@@ -522,7 +518,7 @@ void processor::warn_extract_failures(std::int64_t wall_ms, bool now) {
       json::append_string(fields, topics_[ex.topic_index]);
       fields += fmt::format(",\"partition\":{},\"offset\":{}}}", ex.partition, ex.offset);
       const log_fields in_json(std::move(fields));
-      logger("pipeline")
+      module_logger("pipeline")
           ->warn(
               "{}: skipped {} message(s) without a usable item ({}); one is at topic {} partition "
               "{} offset {}",

@@ -60,7 +60,8 @@ class processor {
   void poll(std::vector<kafka::partition_offset>& out);
   // Waits (at most `timeout`) until every output is acknowledged, then appends the
   // storable offsets. True when nothing is left in flight.
-  bool flush(std::chrono::milliseconds timeout, std::vector<kafka::partition_offset>& out);
+  [[nodiscard]] bool flush(std::chrono::milliseconds timeout,
+                           std::vector<kafka::partition_offset>& out);
 
   // Rebalance: an assignment (of none or more partitions) begins; partitions assigned (with
   // their start offset when known) and revoked.
@@ -90,8 +91,8 @@ class processor {
   // offset stays at `committed`). False, for an older snapshot, whose state has expired
   // anyway (reading those messages at the current time would only put older events into
   // the windows): it starts at `committed`. Either way it is logged.
-  bool start_behind_commit(const kafka::topic_partition& tp, std::int64_t start,
-                           std::int64_t committed);
+  [[nodiscard]] bool start_behind_commit(const kafka::topic_partition& tp, std::int64_t start,
+                                         std::int64_t committed);
   // A partition assigned without a snapshot's position starts reading at `start` (see
   // kafka::source::on_start_known): its state position until its first message is
   // processed, so that a snapshot written before then holds it.

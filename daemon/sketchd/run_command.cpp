@@ -261,10 +261,11 @@ std::vector<std::unique_ptr<pipeline>> make_pipelines(const config& cfg) {
 // start (returns false) unless state.discard_incompatible_snapshot sets it aside: the whole
 // snapshot when it cannot be read as one, else only the pipelines that do not fit it (each
 // starts with empty windows; the others, and the input positions, are restored).
-bool restore(const config& cfg, state::store& store,
-             std::vector<std::unique_ptr<pipeline>>& pipelines,
-             std::vector<state::partition_offset>& positions, std::int64_t& snapshot_ms) {
-  auto log = spdlog::default_logger();
+[[nodiscard]] bool restore(const config& cfg, state::store& store,
+                           std::vector<std::unique_ptr<pipeline>>& pipelines,
+                           std::vector<state::partition_offset>& positions,
+                           std::int64_t& snapshot_ms) {
+  const auto log = module_logger("state");
   std::optional<state::snapshot> snap;
   // A snapshot that cannot be read at all, or restored for want of memory, is not bad:
   // it is kept whatever discard_incompatible_snapshot says.
@@ -390,7 +391,7 @@ bool restore(const config& cfg, state::store& store,
 // False, with a critical line, when the pipelines' sketches alone cannot fit in the memory
 // this process may use: the start would otherwise end in the OOM killer, silently, after
 // zeroing gigabytes.
-bool sketches_fit_in_memory(const config& cfg) {
+[[nodiscard]] bool sketches_fit_in_memory(const config& cfg) {
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   std::uint64_t need = 0;
   std::string parts;
@@ -427,7 +428,9 @@ bool sketches_fit_in_memory(const config& cfg) {
 
 int run(const config& cfg) {
   auto log = spdlog::default_logger();
-  auto pipeline_log = spdlog::get("pipeline");
+  const auto pipeline_log = module_logger("pipeline");
+  const auto kafka_log = module_logger("kafka");
+  const auto state_log = module_logger("state");
   if (!sketches_fit_in_memory(cfg)) return 1;
   // The listener's address before anything is started (the broker, the clients, a state
   // lock): a port in use is the commonest reason a start fails.
@@ -458,7 +461,7 @@ int run(const config& cfg) {
     embedded.emplace(cfg.kafka.embedded->brokers);
     for (const auto& t : topics_of(cfg)) embedded->create_topic(t, cfg.kafka.embedded->partitions);
     bootstrap = embedded->bootstrap_servers();
-    log->info("embedded Kafka cluster (librdkafka mock) at {}", bootstrap);
+    kafka_log->info("embedded Kafka cluster (librdkafka mock) at {}", bootstrap);
   }
 
   // The topics of all pipelines.
@@ -504,15 +507,14 @@ int run(const config& cfg) {
   std::optional<readiness::long_step> starting(std::in_place, ready);
   processor proc(
       cfg, writers, so.topics, bootstrap,
-      [&ready, &stop_seen, &waiting_since, &last_waited, &input] {
+      [&ready, &stop_seen, &waiting_since, &last_waited, &input, &kafka_log] {
         ready.beat();
         const auto waited = std::chrono::steady_clock::now();
         if (!waiting_since || waited - last_waited > kWaitGap) waiting_since = waited;
         last_waited = waited;
         if (input != nullptr && !input->held() && waited - *waiting_since >= kHoldAfter) {
           input->hold();
-          if (const auto l = spdlog::get("kafka"))
-            l->debug("input held while the output queue is full");
+          kafka_log->debug("input held while the output queue is full");
         }
         if (!stop_requested.load()) return false;
         const auto now = std::chrono::steady_clock::now();
@@ -599,7 +601,7 @@ int run(const config& cfg) {
 
   http_server http(cfg.http, registry, readers, ready);
   const int port = http.start();
-  spdlog::get("http")->info(
+  module_logger("http")->info(
       "serving /metrics, /healthz, /readyz and /api/v1 on http://{}:{}",
       cfg.http.host.find(':') != std::string::npos ? "[" + cfg.http.host + "]" : cfg.http.host,
       port);
@@ -638,7 +640,7 @@ int run(const config& cfg) {
     const std::chrono::seconds wait(stop_requested.load() ? 2 : 10);
     std::vector<kafka::partition_offset> offsets;
     if (!proc.flush(wait, offsets)) {
-      log->warn(
+      kafka_log->warn(
           "rebalance: outputs still undelivered after {} s; the revoked partitions are "
           "committed up to their first unacknowledged message, which their new owner reads "
           "again (this instance, should they come back, commits past it only once its "
@@ -692,10 +694,10 @@ int run(const config& cfg) {
                    metrics::metric_type::counter,
                    {{{}, static_cast<double>(source.consume_errors())}}});
   });
-  log->info("consuming topic(s) {} as group {} from {}", fmt::join(so.topics, ", "), so.group_id,
-            bootstrap);
+  kafka_log->info("consuming topic(s) {} as group {} from {}", fmt::join(so.topics, ", "),
+                  so.group_id, bootstrap);
   for (const auto& [k, v] : cfg.kafka.properties)
-    log->debug("kafka property {} = {}", k, redact_property(k, v));
+    kafka_log->debug("kafka property {} = {}", k, redact_property(k, v));
 
   // Delivers everything in flight, then writes the pipelines' state with the positions it
   // reflects. Skipped (and counted as a failure) when some output is not delivered. A
@@ -722,12 +724,12 @@ int run(const config& cfg) {
       source.store_offsets(offsets);
       if (delivered || std::chrono::steady_clock::now() >= deadline) break;
       if (stoppable && stop_requested.load()) {
-        log->info("periodic snapshot abandoned: stopping (the final snapshot follows)");
+        state_log->info("periodic snapshot abandoned: stopping (the final snapshot follows)");
         return false;
       }
     }
     const auto fail = [&](const std::string& why) {
-      log->error("snapshot not written: {}", why);
+      state_log->error("snapshot not written: {}", why);
       std::lock_guard lock(snapshots.mutex);
       ++snapshots.failures;
     };
@@ -745,7 +747,7 @@ int run(const config& cfg) {
       const auto written = store->write(snap);
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      log->debug("snapshot written: {} bytes in {:.3f} s", written.bytes, seconds);
+      state_log->debug("snapshot written: {} bytes in {:.3f} s", written.bytes, seconds);
       std::lock_guard lock(snapshots.mutex);
       snapshots.last_success_seconds = static_cast<double>(snap.created_ms) / 1000.0;
       snapshots.duration_seconds = seconds;
@@ -782,7 +784,7 @@ int run(const config& cfg) {
     std::optional<std::string> fatal = source.fatal_error();
     if (!fatal) fatal = proc.fatal_error();
     if (fatal) {
-      log->critical("fatal Kafka error, stopping: {}", *fatal);
+      kafka_log->critical("fatal Kafka error, stopping: {}", *fatal);
       ready.set(false, "fatal Kafka error: " + *fatal);
       status = 1;
       break;
@@ -867,12 +869,12 @@ int run(const config& cfg) {
       if (!take_snapshot(final_wait, /*stoppable=*/false)) {
         // Nothing is lost (the offsets of what was delivered are committed below), but the
         // next start restores an older snapshot: say so in the exit status.
-        log->error(
+        state_log->error(
             "the final snapshot was not written: the next start restores the previous one, whose "
             "windows miss the items since (exit status 1)");
         status = 1;
       } else {
-        log->info("final snapshot written to {}", cfg.state.dir.value_or(""));
+        state_log->info("final snapshot written to {}", cfg.state.dir.value_or(""));
       }
     } else {
       to_store.clear();

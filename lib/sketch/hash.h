@@ -26,6 +26,9 @@ struct hash128 {
 // XXH3 128-bit of `size` bytes at `data` with `seed`. Thread-safe, no allocation.
 [[nodiscard]] hash128 hash_bytes(const void* data, std::size_t size, std::uint64_t seed) noexcept;
 
+// The hash of an item: hash_bytes of its bytes, which every structure's string_view
+// overloads take, so that hashing once and passing the hash128 gives the same indices.
+// Thread-safe, no allocation.
 [[nodiscard]] inline hash128 hash_item(std::string_view item, std::uint64_t seed) noexcept {
   return hash_bytes(item.data(), item.size(), seed);
 }

@@ -136,19 +136,19 @@ class record_reader {
 
   [[nodiscard]] std::uint64_t seed() const noexcept { return seed_; }
 
-  std::uint8_t u8() { return pod<std::uint8_t>(); }
-  std::uint16_t u16() { return pod<std::uint16_t>(); }
-  std::uint32_t u32() { return pod<std::uint32_t>(); }
-  std::uint64_t u64() { return pod<std::uint64_t>(); }
-  std::int64_t i64() { return pod<std::int64_t>(); }
-  double f64() { return pod<double>(); }
+  [[nodiscard]] std::uint8_t u8() { return pod<std::uint8_t>(); }
+  [[nodiscard]] std::uint16_t u16() { return pod<std::uint16_t>(); }
+  [[nodiscard]] std::uint32_t u32() { return pod<std::uint32_t>(); }
+  [[nodiscard]] std::uint64_t u64() { return pod<std::uint64_t>(); }
+  [[nodiscard]] std::int64_t i64() { return pod<std::int64_t>(); }
+  [[nodiscard]] double f64() { return pod<double>(); }
   void bytes(void* out, std::size_t size) { std::memcpy(out, take(size), size); }
-  std::string_view view(std::size_t size) { return {take(size), size}; }
-  std::string str() {
+  [[nodiscard]] std::string_view view(std::size_t size) { return {take(size), size}; }
+  [[nodiscard]] std::string str() {
     const std::uint32_t n = u32();
     return std::string(view(n));
   }
-  std::string_view record() {
+  [[nodiscard]] std::string_view record() {
     const std::uint64_t n = u64();
     return view(static_cast<std::size_t>(n));
   }
@@ -160,7 +160,7 @@ class record_reader {
 
  private:
   template <class T>
-  T pod() {
+  [[nodiscard]] T pod() {
     T v;
     std::memcpy(&v, take(sizeof v), sizeof v);
     return v;

@@ -13,6 +13,7 @@ namespace sketch {
 // given seed. Not thread-safe; one owner.
 class zipf_distribution {
  public:
+  // Throws std::invalid_argument for n = 0 or s ≤ 0 (or NaN).
   zipf_distribution(std::uint64_t n, double s);
 
   template <class Rng>
@@ -20,6 +21,8 @@ class zipf_distribution {
     const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
     return rank_of(u);
   }
+  // The inverse CDF: the smallest rank r with CDF(r) ≥ u, at most n − 1 (u uniform in
+  // [0, 1) gives a draw).
   [[nodiscard]] std::uint64_t rank_of(double u) const noexcept;
   // The probability of rank r.
   [[nodiscard]] double probability(std::uint64_t r) const noexcept;

@@ -26,8 +26,8 @@ std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> drain(offset_tracke
 TEST(OffsetTracker, MessagesWithoutOutputsAreCommittableAtOnce) {
   offset_tracker t;
   const std::size_t s = t.slot(0, 3);
-  t.add(s, 40, 0);
-  t.add(s, 41, 0);
+  (void)t.add(s, 40, 0);
+  (void)t.add(s, 41, 0);
   EXPECT_EQ(drain(t), (std::map<std::pair<std::size_t, std::int32_t>, std::int64_t>{{{0, 3}, 42}}));
   EXPECT_TRUE(drain(t).empty());  // nothing moved since
   EXPECT_EQ(t.pending_messages(), 0u);
@@ -48,7 +48,7 @@ TEST(OffsetTracker, LaterAckDoesNotPassAnEarlierPendingMessage) {
   offset_tracker t;
   const std::size_t s = t.slot(1, 0);
   const auto first = t.add(s, 100, 1);
-  t.add(s, 101, 0);
+  (void)t.add(s, 101, 0);
   const auto third = t.add(s, 102, 1);
   t.report(third, true);
   EXPECT_TRUE(drain(t).empty());  // 100 still pending: nothing may be stored
@@ -61,7 +61,7 @@ TEST(OffsetTracker, PartitionsAreIndependent) {
   const std::size_t p0 = t.slot(0, 0);
   const std::size_t p1 = t.slot(0, 1);
   const auto blocked = t.add(p0, 5, 1);
-  t.add(p1, 7, 0);
+  (void)t.add(p1, 7, 0);
   auto d = drain(t);
   EXPECT_EQ(d.count({0, 0}), 0u);
   EXPECT_EQ((d[{0, 1}]), 8);
@@ -72,7 +72,7 @@ TEST(OffsetTracker, PartitionsAreIndependent) {
 TEST(OffsetTracker, FinalFailureBlocksItsPartitionForGood) {
   offset_tracker t;
   const std::size_t s = t.slot(0, 2);
-  t.add(s, 1, 0);
+  (void)t.add(s, 1, 0);
   const auto failed = t.add(s, 2, 1);
   const auto after = t.add(s, 3, 1);
   EXPECT_FALSE(t.report(failed, false));
@@ -81,7 +81,7 @@ TEST(OffsetTracker, FinalFailureBlocksItsPartitionForGood) {
   EXPECT_TRUE(t.failed());
   EXPECT_EQ(t.first_failure().partition, 2);
   EXPECT_EQ(t.first_failure().offset, 2);
-  t.add(s, 4, 0);
+  (void)t.add(s, 4, 0);
   EXPECT_TRUE(drain(t).empty());
 }
 
@@ -92,16 +92,16 @@ TEST(OffsetTracker, FinalFailureBlocksItsPartitionForGood) {
 TEST(OffsetTracker, RetainedMessageHoldsItsPartitionWhenItComesBack) {
   offset_tracker t;
   const std::size_t s = t.slot(0, 0);
-  t.add(s, 49, 0);
+  (void)t.add(s, 49, 0);
   const auto old = t.add(s, 50, 1);  // forwarded, not yet acknowledged
-  t.add(s, 51, 0);
+  (void)t.add(s, 51, 0);
   EXPECT_EQ((drain(t)[{0, 0}]), 50);
   t.reset(0, 0);  // revoked
   t.reset(0, 0);  // assigned again, read again from the committed offset, 50
   EXPECT_EQ(t.pending_messages(), 1u);
-  t.add(s, 50, 0);  // now a duplicate: no output
-  t.add(s, 51, 0);
-  t.add(s, 52, 0);
+  (void)t.add(s, 50, 0);  // now a duplicate: no output
+  (void)t.add(s, 51, 0);
+  (void)t.add(s, 52, 0);
   EXPECT_EQ((drain(t)[{0, 0}]), 50);  // not past the retained message
   t.report(old, true);                // its output, delivered at last
   EXPECT_EQ(t.pending_messages(), 0u);
@@ -120,10 +120,10 @@ TEST(OffsetTracker, RetainedFailureBlocksItsPartitionAndIsReportedWhereItHappene
   EXPECT_EQ(t.first_failure().partition, 7);
   EXPECT_EQ(t.first_failure().offset, 50);
   t.reset(2, 7);  // assigned again
-  t.add(s, 50, 0);
-  t.add(s, 51, 0);
+  (void)t.add(s, 50, 0);
+  (void)t.add(s, 51, 0);
   EXPECT_EQ((drain(t)[{2, 7}]), 50);  // never past the failed message
-  t.add(s, 52, 0);
+  (void)t.add(s, 52, 0);
   EXPECT_LE((drain(t)[{2, 7}]), 50);
 }
 
@@ -150,10 +150,10 @@ TEST(OffsetTracker, CompleteMessagesAreNotRetained) {
   offset_tracker t;
   const std::size_t s = t.slot(0, 0);
   const auto a = t.add(s, 10, 1);
-  t.add(s, 11, 0);
+  (void)t.add(s, 11, 0);
   t.report(a, true);
   t.reset(0, 0);
-  t.add(s, 5, 0);
+  (void)t.add(s, 5, 0);
   EXPECT_EQ((drain(t)[{0, 0}]), 6);
   EXPECT_EQ(t.pending_messages(), 0u);
 }

@@ -13,6 +13,7 @@
 #include "sketch/zipf.h"
 #include "sketchd/kafka/lossy_producer.h"
 #include "sketchd/kafka/sink.h"
+#include "sketchd/util/logging.h"
 
 namespace sketchd {
 
@@ -53,10 +54,7 @@ namespace {
 
 constexpr auto kReportEvery = std::chrono::seconds(10);
 
-std::shared_ptr<spdlog::logger> log() {
-  auto l = spdlog::get("generator");
-  return l ? l : spdlog::default_logger();
-}
+std::shared_ptr<spdlog::logger> log() { return module_logger("generator"); }
 
 }  // namespace
 

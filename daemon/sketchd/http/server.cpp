@@ -5,7 +5,6 @@
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -195,6 +194,7 @@ query_param find_query_param(const httplib::Request& req, std::string_view name)
 // busy ones, so that 17 idle clients held /healthz up for 5 s and 200 for a minute. Here a
 // connection that finds every worker busy gets a new one, up to kMaxWorkers (beyond that
 // it waits for one); workers idle for kIdleExit beyond the first kKeptWorkers exit.
+// Thread-safe: one mutex guards the queue and the worker counts.
 class growing_pool final : public httplib::TaskQueue {
  public:
   static constexpr std::size_t kKeptWorkers = 4;
@@ -303,6 +303,7 @@ std::pair<int, std::string> overrun_answer(request_overrun why) {
 // kMaxRequestBytes and kRequestDeadline from begin_request(). The buffer lasts the
 // connection, so that requests sent one after the other without waiting (pipelined) are
 // all answered; httplib's own stream, one per request, dropped those it had read ahead.
+// Not thread-safe: one owner, the worker serving the connection.
 class bounded_socket_stream final : public httplib::Stream {
  public:
   explicit bounded_socket_stream(socket_t sock) : sock_(sock) {}
@@ -407,6 +408,8 @@ constexpr std::size_t kLingerBytes = 1024 * 1024;
 // httplib's server, each connection served through bounded_socket_stream; otherwise as
 // httplib serves it (up to keep_alive_max_count requests, each awaited for the keep-alive
 // timeout). httplib's own loop, which this replaces, is a private virtual function.
+// Thread-safe as httplib's server is: serve() runs on many workers at once, each with its
+// own connection and stream, and what it keeps per request is thread_local.
 class bounded_server final : public httplib::Server {
  public:
   bool serve(socket_t sock) {

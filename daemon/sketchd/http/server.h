@@ -57,8 +57,11 @@ class readiness {
   };
 
   explicit readiness(std::chrono::milliseconds stall_limit = kStallLimit);
+  // Sets whether the daemon is ready; `reason` is what /readyz shows while it is not.
   void set(bool ready, std::string reason = {});
+  // As last set (false until the first set(true)).
   [[nodiscard]] bool ready() const;
+  // The reason last set ("starting" until the first set()).
   [[nodiscard]] std::string reason() const;
 
   void beat() noexcept;
@@ -115,6 +118,10 @@ class http_server {
   // Binds the listener (throws std::runtime_error naming the address when it cannot) and
   // starts serving. Returns the bound port (useful with port 0).
   int start();
+  // Stops serving, and returns once the listening thread and every connection's worker have
+  // ended: no connection is accepted and no request read from then on; an answer being
+  // written is finished or given up (at most 60 s after its request began). Does nothing
+  // before start() or after an earlier stop(); the destructor calls it.
   void stop();
 
  private:

@@ -50,7 +50,7 @@ class offset_tracker {
 
   // Registers the message at `offset` of `slot` with `outputs` outputs to be acknowledged.
   // Offsets of a slot must increase (the consumer delivers a partition in order).
-  ticket add(std::size_t slot, std::int64_t offset, std::uint32_t outputs);
+  [[nodiscard]] ticket add(std::size_t slot, std::int64_t offset, std::uint32_t outputs);
 
   // One output of the ticket's message was delivered (`ok`) or finally failed, the message
   // registered since the slot's last reset or retained by a reset. Unknown tickets are

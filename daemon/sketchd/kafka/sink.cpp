@@ -6,15 +6,13 @@
 #include <cstring>
 
 #include "sketchd/kafka/client.h"
+#include "sketchd/util/logging.h"
 
 namespace sketchd::kafka {
 
 namespace {
 
-std::shared_ptr<spdlog::logger> log() {
-  auto l = spdlog::get("kafka");
-  return l ? l : spdlog::default_logger();
-}
+std::shared_ptr<spdlog::logger> log() { return module_logger("kafka"); }
 
 constexpr std::string_view kConsumerOnly[] = {"session.timeout.ms",
                                               "heartbeat.interval.ms",

@@ -63,18 +63,18 @@ class sink {
   // again, until `give_up()` says to stop waiting. Returns no_error when the message was
   // queued (its delivery report will follow), or the error that prevented it (no report
   // follows): queue_full after give_up(), msg_size_too_large, unknown_topic…
-  error_code forward(std::size_t topic, const rd_kafka_message_s* message, std::uint64_t opaque,
-                     const std::function<bool()>& give_up);
+  [[nodiscard]] error_code forward(std::size_t topic, const rd_kafka_message_s* message,
+                                   std::uint64_t opaque, const std::function<bool()>& give_up);
   // The same for a message built by the daemon (alert events).
-  error_code produce(std::size_t topic, std::string_view key, std::string_view value,
-                     std::int64_t timestamp_ms, std::uint64_t opaque,
-                     const std::function<bool()>& give_up);
+  [[nodiscard]] error_code produce(std::size_t topic, std::string_view key, std::string_view value,
+                                   std::int64_t timestamp_ms, std::uint64_t opaque,
+                                   const std::function<bool()>& give_up);
 
   // Serves the delivery reports that have arrived, without waiting.
   void poll();
   // Serves delivery reports until every queued message is acknowledged or `timeout`
   // elapses; true when nothing is left in flight.
-  bool flush(std::chrono::milliseconds timeout);
+  [[nodiscard]] bool flush(std::chrono::milliseconds timeout);
 
   // Messages queued or in flight, not yet reported.
   [[nodiscard]] std::size_t in_flight() const;
@@ -84,10 +84,11 @@ class sink {
 
  private:
   struct callbacks;
-  error_code produce_with_headers(std::size_t topic, const void* key, std::size_t key_size,
-                                  const void* value, std::size_t value_size,
-                                  std::int64_t timestamp_ms, void* headers, std::uint64_t opaque,
-                                  const std::function<bool()>& give_up);
+  [[nodiscard]] error_code produce_with_headers(std::size_t topic, const void* key,
+                                                std::size_t key_size, const void* value,
+                                                std::size_t value_size, std::int64_t timestamp_ms,
+                                                void* headers, std::uint64_t opaque,
+                                                const std::function<bool()>& give_up);
 
   sink_options options_;
   delivery_function on_delivery_;

@@ -11,15 +11,13 @@
 
 #include "sketchd/kafka/client.h"
 #include "sketchd/kafka/sink.h"
+#include "sketchd/util/logging.h"
 
 namespace sketchd::kafka {
 
 namespace {
 
-std::shared_ptr<spdlog::logger> log() {
-  auto l = spdlog::get("kafka");
-  return l ? l : spdlog::default_logger();
-}
+std::shared_ptr<spdlog::logger> log() { return module_logger("kafka"); }
 
 // At most one line every 10 s about the errors of consumed messages: the first at once;
 // those after it are counted and reported, with the last of them, once 10 s have passed

@@ -86,8 +86,8 @@ class extractor {
   static constexpr std::size_t kBatchMessages = 256;
   static constexpr std::size_t kMinGroup = 8;
   static constexpr std::size_t kBatchBytes = 256 * 1024;
-  std::size_t extract(std::span<const message_view* const> messages,
-                      std::span<extract_result> results) noexcept;
+  [[nodiscard]] std::size_t extract(std::span<const message_view* const> messages,
+                                    std::span<extract_result> results) noexcept;
   [[nodiscard]] const extractor_options& options() const noexcept { return options_; }
   // Messages whose item came from a joined parse of their group, since construction.
   [[nodiscard]] std::uint64_t joined_messages() const noexcept { return joined_messages_; }

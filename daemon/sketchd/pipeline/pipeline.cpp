@@ -727,7 +727,7 @@ void pipeline::restore_state(std::string_view saved) {
     throw state::mismatch_error(*mismatch);
   }
   state::binary_reader r(saved, fmt::format("state of pipeline {}", config_.name));
-  (void)r.bytes();  // the parameters, as ours
+  (void)r.bytes();  // skips the parameters, equal to ours (state_mismatch above)
   // The current structures are released before the state's are built, so that the two
   // are never held together (they can take most of the memory); should the state turn out
   // corrupt, empty ones take their place.

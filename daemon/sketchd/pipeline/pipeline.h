@@ -87,8 +87,8 @@ class pipeline {
   // Extracts the item, hashes it once and feeds both structures. `event_ms` is the
   // message timestamp (≤ 0 when the message has none), `wall_ms` the wall clock of the
   // batch. No allocation, no lock, no logging, no exception.
-  verdict process(const message_view& message, std::int64_t event_ms,
-                  std::int64_t wall_ms) noexcept;
+  [[nodiscard]] verdict process(const message_view& message, std::int64_t event_ms,
+                                std::int64_t wall_ms) noexcept;
   // The same for each message of a batch, in order: out[i] is the verdict of batch[i]
   // (out.size() ≥ batch.size()), and the state and counters end as after the single calls.
   // The items are extracted a group at a time (extractor::extract(span, span): one JSON

@@ -71,17 +71,17 @@ class binary_reader {
  public:
   binary_reader(std::string_view in, std::string what) : in_(in), what_(std::move(what)) {}
   template <class T>
-  T pod() {
+  [[nodiscard]] T pod() {
     T v;
     std::memcpy(&v, take(sizeof(T)), sizeof(T));
     return v;
   }
-  std::uint8_t u8() { return pod<std::uint8_t>(); }
-  std::uint32_t u32() { return pod<std::uint32_t>(); }
-  std::int32_t i32() { return pod<std::int32_t>(); }
-  std::uint64_t u64() { return pod<std::uint64_t>(); }
-  std::int64_t i64() { return pod<std::int64_t>(); }
-  std::string_view bytes() {
+  [[nodiscard]] std::uint8_t u8() { return pod<std::uint8_t>(); }
+  [[nodiscard]] std::uint32_t u32() { return pod<std::uint32_t>(); }
+  [[nodiscard]] std::int32_t i32() { return pod<std::int32_t>(); }
+  [[nodiscard]] std::uint64_t u64() { return pod<std::uint64_t>(); }
+  [[nodiscard]] std::int64_t i64() { return pod<std::int64_t>(); }
+  [[nodiscard]] std::string_view bytes() {
     const std::uint64_t n = u64();
     if (n > remaining()) fail("a field is longer than the data left (truncated or corrupt)");
     return {take(static_cast<std::size_t>(n)), static_cast<std::size_t>(n)};

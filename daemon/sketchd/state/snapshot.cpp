@@ -16,6 +16,8 @@
 #include <filesystem>
 #include <memory>
 
+#include "sketchd/util/logging.h"
+
 namespace sketchd::state {
 
 namespace {
@@ -27,10 +29,7 @@ constexpr std::size_t kTrailerSize = 8;
 // state, which can be tens of MiB, is handed on as it is, never copied.
 constexpr std::size_t kSmallFields = 64 * 1024;
 
-std::shared_ptr<spdlog::logger> logger() {
-  auto l = spdlog::get("state");
-  return l ? l : spdlog::default_logger();
-}
+std::shared_ptr<spdlog::logger> logger() { return module_logger("state"); }
 
 std::string system_error(std::string_view what, const std::string& path, int error) {
   return fmt::format("{} {}: {}", what, path, std::strerror(error));
@@ -120,7 +119,7 @@ bool write_all(int fd, std::string_view data) {
   return true;
 }
 
-// A file descriptor, closed on destruction.
+// A file descriptor, closed on destruction. Not thread-safe; one owner.
 class unique_fd {
  public:
   explicit unique_fd(int fd) noexcept : fd_(fd) {}

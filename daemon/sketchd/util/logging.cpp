@@ -116,6 +116,11 @@ log_fields::log_fields(std::string members) noexcept
 
 log_fields::~log_fields() { t_fields = std::move(previous_); }
 
+std::shared_ptr<spdlog::logger> module_logger(const std::string& module) {
+  auto l = spdlog::get(module);
+  return l ? l : spdlog::default_logger();
+}
+
 void print_stderr(std::string_view text) noexcept {
   std::fwrite(text.data(), 1, text.size(), stderr);
   std::fflush(stderr);

@@ -2,10 +2,15 @@
 // "generator"), writing text or JSON lines to stderr at the configured level.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "sketchd/config/config.h"
+
+namespace spdlog {
+class logger;
+}
 
 namespace sketchd {
 
@@ -13,6 +18,10 @@ namespace sketchd {
 //   {"time":"2026-11-22T20:00:00.123Z","level":"info","logger":"pipeline","message":"…"}
 // with the message escaped, so any item bytes in it keep the line valid JSON.
 void setup_logging(const log_config& config);
+
+// The logger of `module` ("kafka", "pipeline", "http", "state", "generator"), or spdlog's
+// default logger before setup_logging() has installed it (in tests). Never null.
+[[nodiscard]] std::shared_ptr<spdlog::logger> module_logger(const std::string& module);
 
 // An item as it shows in a log line: in double quotes, valid UTF-8 of at most 64 bytes,
 // control characters, backslashes and quotes escaped (\n, \t, \xNN, \\, \"), so that an
