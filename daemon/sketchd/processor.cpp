@@ -18,6 +18,7 @@ namespace {
 constexpr int kRouteShift = kafka::offset_tracker::kTicketBits;
 constexpr std::uint64_t kTicketMask = (std::uint64_t{1} << kRouteShift) - 1;
 constexpr std::size_t kMaxRoutes = std::size_t{1} << (64 - kRouteShift);
+static_assert(kMaxOutputs <= kMaxRoutes, "a route's index must fit above the ticket");
 
 std::string utc_time(std::int64_t ms) {
   const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
@@ -69,9 +70,9 @@ processor::processor(const config& cfg, std::vector<pipeline*> pipelines,
     if (pc.heavy_hitters && pc.heavy_hitters->alerts_topic)
       outputs_[i].alert = add_route(i, output_kind::alert, *pc.heavy_hitters->alerts_topic);
   }
-  if (routes_.size() > kMaxRoutes) {
+  if (routes_.size() > kMaxOutputs) {
     throw std::invalid_argument(
-        fmt::format("at most {} output topics over all pipelines", kMaxRoutes));
+        fmt::format("at most {} output topics over all pipelines", kMaxOutputs));
   }
   give_up_ = [this] { return stop_ && stop_(); };
   if (!routes_.empty()) {

@@ -1539,6 +1539,7 @@ void check_output_kinds(checker& c, const std::vector<field>& elements,
                                topic, it->second.kind, it->second.what));
   };
   const std::size_t n = std::min(elements.size(), pipelines.size());
+  std::size_t outputs = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const pipeline_config& p = pipelines[i];
     const auto each = [&](const std::optional<std::string>& topic, std::string_view kind,
@@ -1546,6 +1547,11 @@ void check_output_kinds(checker& c, const std::vector<field>& elements,
       if (!topic) return;
       const field f = at(elements[i], section, key);
       add(*topic, kind, f, fmt::format("pipeline {} ({})", p.name, f.path));
+      if (++outputs == kMaxOutputs + 1) {
+        c.error(f, fmt::format("at most {} outputs (output_topic, duplicates_topic and "
+                               "alerts_topic) over all pipelines; this is output {}",
+                               kMaxOutputs, outputs));
+      }
     };
     if (p.dedup) {
       each(p.dedup->output_topic, "first-seen events", "dedup", "output_topic");

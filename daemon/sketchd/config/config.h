@@ -57,6 +57,11 @@ struct embedded_kafka_config {
                        // needs (created at start)
 };
 
+// The most outputs (dedup.output_topic, dedup.duplicates_topic, heavy_hitters.alerts_topic)
+// over all pipelines: the processor keeps an output's index in the top 8 bits of each
+// delivery's tag.
+inline constexpr std::size_t kMaxOutputs = 256;
+
 struct kafka_config {
   std::string brokers;  // bootstrap servers "HOST:PORT[,…]"; empty when embedded
   std::optional<embedded_kafka_config> embedded;
