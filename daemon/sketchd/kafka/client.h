@@ -55,9 +55,6 @@ struct event_deleter {
 struct error_deleter {
   void operator()(rd_kafka_error_t* error) const noexcept { rd_kafka_error_destroy(error); }
 };
-struct topic_deleter {
-  void operator()(rd_kafka_topic_t* topic) const noexcept { rd_kafka_topic_destroy(topic); }
-};
 
 using conf_ptr = std::unique_ptr<rd_kafka_conf_t, conf_deleter>;
 using handle_ptr = std::unique_ptr<rd_kafka_t, handle_deleter>;
@@ -67,7 +64,6 @@ using message_ptr = std::unique_ptr<rd_kafka_message_t, message_deleter>;
 using queue_ptr = std::unique_ptr<rd_kafka_queue_t, queue_deleter>;
 using event_ptr = std::unique_ptr<rd_kafka_event_t, event_deleter>;
 using error_ptr = std::unique_ptr<rd_kafka_error_t, error_deleter>;
-using topic_ptr = std::unique_ptr<rd_kafka_topic_t, topic_deleter>;
 
 // librdkafka properties by name, as the configuration passes them.
 using property_map = std::map<std::string, std::string>;
