@@ -243,7 +243,7 @@ struct exact_dedup {
 // no branch) in an array of the blocked filter's size. Its fpr is that of one hash, high.
 struct one_line_floor {
   explicit one_line_floor(std::uint64_t n)
-      : blocks(blocked_bloom_filter::bits_for(n, kFpr) / blocked_bloom_filter::kBlockBits),
+      : blocks(blocked_bloom_filter::suggest_bits(n, kFpr) / blocked_bloom_filter::kBlockBits),
         words(blocks * blocked_bloom_filter::kWordsPerBlock, 0) {}
   [[nodiscard]] std::uint32_t* word_of(const hash128& h) noexcept {
     return &words[sketch::reduce(h.high, blocks) * blocked_bloom_filter::kWordsPerBlock];
@@ -525,7 +525,7 @@ void print_bits_per_item_table() {
              "blocked", "k classic", "flat_hash_set min/mean/max", "blocked / set");
   for (const double p : {0.01, 0.001}) {
     const auto classic = sketch::bloom_math::suggest_classic(kItems, p);
-    const auto blocked_bits = blocked_bloom_filter::bits_for(kItems, p);
+    const auto blocked_bits = blocked_bloom_filter::suggest_bits(kItems, p);
     const double n = static_cast<double>(kItems);
     const double classic_bpi = static_cast<double>(classic.bits) / n;
     const double blocked_bpi = static_cast<double>(blocked_bits) / n;
@@ -536,7 +536,7 @@ void print_bits_per_item_table() {
         fmt::format("1/{:.1f} of mean", set.mean / blocked_bpi));
   }
   fmt::print(
-      "\n(classic: bloom_math::suggest_classic; blocked: blocked_bloom_filter::bits_for; "
+      "\n(classic: bloom_math::suggest_classic; blocked: blocked_bloom_filter::suggest_bits; "
       "-log2(p): the information-theoretic lower bound for an approximate set)\n");
 }
 

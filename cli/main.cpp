@@ -239,7 +239,7 @@ int run_size(const size_options& o) {
       hashes = s.hashes;
       fpr = s.fpr;
     } else {
-      bits = blocked_bloom_filter::bits_for(n, p);
+      bits = blocked_bloom_filter::suggest_bits(n, p);
       hashes = blocked_bloom_filter::kHashes;
       fpr = blocked_bloom_filter::fpr(static_cast<double>(bits), static_cast<double>(n));
     }
@@ -373,7 +373,7 @@ int run_dedup(const dedup_options& o) {
   } else if (layout == "classic") {
     sized_by(sizing, [&] { bits = static_cast<double>(bloom_math::suggest_classic(n, p).bits); });
   } else {
-    sized_by(sizing, [&] { bits = static_cast<double>(blocked_bloom_filter::bits_for(n, p)); });
+    sized_by(sizing, [&] { bits = static_cast<double>(blocked_bloom_filter::suggest_bits(n, p)); });
   }
   check_fits(sizing, bits / 8);
   if (layout == "classic") {

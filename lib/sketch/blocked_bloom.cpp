@@ -201,12 +201,12 @@ double blocked_bloom_filter::fpr(double bits, double n) noexcept {
   // term above counts only as (1 − (31/32)^i)^8 ≥ 2^-40. Over the block's i items that is
   // at most i · 2^-32 more, λ · 2^-32 in the mean: 2.3e-10 per item of load, negligible at
   // usual targets (λ ≈ 15 at 1e-3: 3.5e-9), but the floor of the rate for targets below
-  // about 1e-9, which it keeps bits_for() from undersizing (a filter for 1,000 items at
+  // about 1e-9, which it keeps suggest_bits() from undersizing (a filter for 1,000 items at
   // 1e-12 was sized 17 times too small).
   return std::min(1.0, sum + lambda * 0x1p-32);
 }
 
-std::uint64_t blocked_bloom_filter::bits_for(std::uint64_t n, double p) {
+std::uint64_t blocked_bloom_filter::suggest_bits(std::uint64_t n, double p) {
   if (n < 1) {
     throw std::invalid_argument(
         fmt::format("blocked_bloom_filter: items must be at least 1 (got {})", n));
@@ -235,7 +235,7 @@ std::uint64_t blocked_bloom_filter::bits_for(std::uint64_t n, double p) {
 
 blocked_bloom_filter blocked_bloom_filter::for_capacity(std::uint64_t n, double fpr,
                                                         std::uint64_t seed, simd_path path) {
-  return blocked_bloom_filter(bits_for(n, fpr), seed, path);
+  return blocked_bloom_filter(suggest_bits(n, fpr), seed, path);
 }
 
 blocked_bloom_filter::blocked_bloom_filter(std::uint64_t bits, std::uint64_t seed, simd_path path)

@@ -4,7 +4,7 @@
 // costs one cache miss instead of k, and on x86-64 one AVX2 instruction sequence sets or
 // tests all 8 bits at once. The price is a higher false-positive rate than the classic
 // filter at equal size, because blocks fill unevenly; fpr() below gives the exact figure
-// and bits_for() sizes for it.
+// and suggest_bits() sizes for it.
 //
 // Sources: F. Putze, P. Sanders, J. Singler, "Cache-, Hash- and Space-Efficient Bloom
 // Filters", WEA 2007 (blocked Bloom filters and their false-positive rate as a Poisson
@@ -200,10 +200,10 @@ class blocked_bloom_filter {
   // Always more than the classic optimum −n ln p / (ln 2)^2 of lecture 004. Throws
   // std::invalid_argument naming the argument unless n > 0 and 0 < p < 1, or when more
   // than kMaxBits would be needed.
-  [[nodiscard]] static std::uint64_t bits_for(std::uint64_t n, double p);
+  [[nodiscard]] static std::uint64_t suggest_bits(std::uint64_t n, double p);
 
-  // A filter of bits_for(n, fpr) bits: false-positive rate at most `fpr` after n distinct
-  // insertions. Throws std::invalid_argument as bits_for().
+  // A filter of suggest_bits(n, fpr) bits: false-positive rate at most `fpr` after n distinct
+  // insertions. Throws std::invalid_argument as suggest_bits().
   [[nodiscard]] static blocked_bloom_filter for_capacity(std::uint64_t n, double fpr,
                                                          std::uint64_t seed = kDefaultSeed,
                                                          simd_path path = simd_path::automatic);

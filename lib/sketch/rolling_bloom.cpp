@@ -58,14 +58,14 @@ std::int64_t slice_of(const rolling_bloom_options& o) {
   return slice;
 }
 
-// Bits of one generation: blocked_bloom_filter::bits_for(share, fpr_g), after checking the
+// Bits of one generation: blocked_bloom_filter::suggest_bits(share, fpr_g), after checking the
 // options. Throws std::invalid_argument naming what is out of range.
 std::uint64_t generation_bits(const rolling_bloom_options& o) {
   checked(o);
   slice_of(o);
   try {
-    return blocked_bloom_filter::bits_for(rolling_bloom::generation_capacity(o),
-                                          rolling_bloom::generation_fpr(o));
+    return blocked_bloom_filter::suggest_bits(rolling_bloom::generation_capacity(o),
+                                              rolling_bloom::generation_fpr(o));
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(
         fmt::format("rolling_bloom: capacity {} at fpr {} over {} generations is too large ({})",

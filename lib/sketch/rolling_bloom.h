@@ -190,7 +190,7 @@ class rolling_bloom {
   // fpr_g = 1 − (1 − fpr)^{1/G}, the rate each generation is sized for.
   [[nodiscard]] double generation_fpr() const noexcept { return generation_fpr_; }
   // The same two from options alone (capacity, fpr and generations), for sizing without
-  // building: each generation takes blocked_bloom_filter::bits_for(c, fpr_g) bits. Throw
+  // building: each generation takes blocked_bloom_filter::suggest_bits(c, fpr_g) bits. Throw
   // std::invalid_argument for generations out of [2, kMaxGenerations], a capacity of 0 or
   // an fpr out of (0, 1) (the window is not needed, and not checked).
   [[nodiscard]] static std::uint64_t generation_capacity(const rolling_bloom_options& options);

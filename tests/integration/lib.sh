@@ -181,20 +181,22 @@ start_mock_kafka() {
   fail "sketchd mock-kafka printed no bootstrap line within 10 s"
 }
 
-# mock_control COMMAND: sends a fault-injection command (down 1, up 1, errors 0 6,7, …) to
-# the cluster started with MOCK_CONTROL=1 and waits for its "ok" (at most 10 s).
+# mock_control COMMAND…: sends fault-injection commands (down 1, up 1, errors 0 6,7, …) to
+# the cluster started with MOCK_CONTROL=1 and waits for their "ok" (at most 10 s). Several
+# go in one write, which the cluster applies back to back (`clear 22` and `errors 22 31`
+# with no request of the clients served in between, give or take microseconds).
 mock_control() {
-  local command=$1
-  echo "$command" >&"$mock_control_fd"
-  mock_control_sent=$((mock_control_sent + 1))
+  local command
+  printf '%s\n' "$@" >&"$mock_control_fd"
+  mock_control_sent=$((mock_control_sent + $#))
   for _ in $(seq 100); do
     if (($(grep -c '^ok: ' "$work/mock-kafka.out" || true) >= mock_control_sent)); then
-      log "mock-kafka: $command"
+      for command in "$@"; do log "mock-kafka: $command"; done
       return 0
     fi
     sleep 0.1
   done
-  fail "mock-kafka did not acknowledge \"$command\""
+  fail "mock-kafka did not acknowledge \"$*\""
 }
 
 # keyed_lines FIRST COUNT: events for kcat -K'|', one per item kI for I in FIRST …

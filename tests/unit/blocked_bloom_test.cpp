@@ -235,7 +235,7 @@ TEST(BlockedBloom, ForCapacityMeetsTheTargetRate) {
 TEST(BlockedBloom, SizingIsMinimalAndNeedsMoreThanTheClassicOptimum) {
   for (const std::uint64_t n : {1ULL, 1000ULL, 100000ULL, 10000000ULL}) {
     for (const double p : {0.1, 0.01, 0.001, 1e-6}) {
-      const std::uint64_t bits = blocked_bloom_filter::bits_for(n, p);
+      const std::uint64_t bits = blocked_bloom_filter::suggest_bits(n, p);
       const auto nd = static_cast<double>(n);
       EXPECT_EQ(bits % 256, 0u);
       EXPECT_LE(blocked_bloom_filter::fpr(static_cast<double>(bits), nd), p);
@@ -250,18 +250,18 @@ TEST(BlockedBloom, SizingIsMinimalAndNeedsMoreThanTheClassicOptimum) {
     }
   }
   // Known figures: 1% needs 10.5 bits per item (classic 9.6), 0.1% needs 16.9 (classic 14.4).
-  EXPECT_NEAR(static_cast<double>(blocked_bloom_filter::bits_for(1000000, 0.01)) / 1e6, 10.53,
+  EXPECT_NEAR(static_cast<double>(blocked_bloom_filter::suggest_bits(1000000, 0.01)) / 1e6, 10.53,
               0.01);
-  EXPECT_NEAR(static_cast<double>(blocked_bloom_filter::bits_for(1000000, 0.001)) / 1e6, 16.89,
+  EXPECT_NEAR(static_cast<double>(blocked_bloom_filter::suggest_bits(1000000, 0.001)) / 1e6, 16.89,
               0.01);
 }
 
 TEST(BlockedBloom, SizingRejectsBadArguments) {
-  EXPECT_THROW((void)blocked_bloom_filter::bits_for(0, 0.01), std::invalid_argument);
-  EXPECT_THROW((void)blocked_bloom_filter::bits_for(10, 0.0), std::invalid_argument);
-  EXPECT_THROW((void)blocked_bloom_filter::bits_for(10, 1.0), std::invalid_argument);
-  EXPECT_THROW((void)blocked_bloom_filter::bits_for(10, std::nan("")), std::invalid_argument);
-  EXPECT_THROW((void)blocked_bloom_filter::bits_for(std::uint64_t{1} << 40, 0.01),
+  EXPECT_THROW((void)blocked_bloom_filter::suggest_bits(0, 0.01), std::invalid_argument);
+  EXPECT_THROW((void)blocked_bloom_filter::suggest_bits(10, 0.0), std::invalid_argument);
+  EXPECT_THROW((void)blocked_bloom_filter::suggest_bits(10, 1.0), std::invalid_argument);
+  EXPECT_THROW((void)blocked_bloom_filter::suggest_bits(10, std::nan("")), std::invalid_argument);
+  EXPECT_THROW((void)blocked_bloom_filter::suggest_bits(std::uint64_t{1} << 40, 0.01),
                std::invalid_argument);
   EXPECT_THROW((void)blocked_bloom_filter::for_capacity(0, 0.01), std::invalid_argument);
 }

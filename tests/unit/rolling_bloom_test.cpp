@@ -135,7 +135,7 @@ TEST(RollingBloom, DerivedParametersFollowTheDesign) {
   EXPECT_NEAR(1.0 - std::pow(1.0 - r.generation_fpr(), 4), 0.01, 1e-15);
   EXPECT_EQ(r.target_fpr(), 0.01);
   EXPECT_EQ(r.seed(), kSeed);
-  const std::uint64_t bits = blocked_bloom_filter::bits_for(1001, r.generation_fpr());
+  const std::uint64_t bits = blocked_bloom_filter::suggest_bits(1001, r.generation_fpr());
   for (std::size_t g = 0; g < r.generations(); ++g) {
     EXPECT_EQ(r.generation(g).bits(), bits);
     EXPECT_EQ(r.generation(g).seed(), kSeed);

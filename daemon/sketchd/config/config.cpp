@@ -814,10 +814,10 @@ std::uint64_t sketch_bytes_at_least(const pipeline_config& p) {
     options.capacity = p.dedup->capacity;
     options.fpr = p.dedup->fpr;
     options.generations = p.dedup->generations;
-    bytes +=
-        sketch::blocked_bloom_filter::bits_for(sketch::rolling_bloom::generation_capacity(options),
-                                               sketch::rolling_bloom::generation_fpr(options)) /
-        8 * p.dedup->generations;
+    bytes += sketch::blocked_bloom_filter::suggest_bits(
+                 sketch::rolling_bloom::generation_capacity(options),
+                 sketch::rolling_bloom::generation_fpr(options)) /
+             8 * p.dedup->generations;
   }
   return bytes;
 }
@@ -828,7 +828,7 @@ namespace {
 // its G generations at most blocked_bloom_filter::kMaxBits bits in all (the library takes
 // up to that much per generation; 2^40 bits, 128 GiB, is already more than a pipeline
 // should hold). Each generation holds c = rolling_bloom::generation_capacity items at
-// fpr_g = rolling_bloom::generation_fpr, in blocked_bloom_filter::bits_for(c, fpr_g) bits.
+// fpr_g = rolling_bloom::generation_fpr, in blocked_bloom_filter::suggest_bits(c, fpr_g) bits.
 void check_bloom_size(checker& c, const mapping& m, const dedup_config& d) {
   using sketch::blocked_bloom_filter;
   using sketch::rolling_bloom;
@@ -850,7 +850,7 @@ void check_bloom_size(checker& c, const mapping& m, const dedup_config& d) {
   const auto fits = [max_bits](std::uint64_t items, double fpr_g) {
     if (!(fpr_g > 0)) return false;  // a rate that underflows to 0 in fpr_g
     try {
-      return blocked_bloom_filter::bits_for(items, fpr_g) <= max_bits;
+      return blocked_bloom_filter::suggest_bits(items, fpr_g) <= max_bits;
     } catch (const std::invalid_argument&) {
       return false;
     }
