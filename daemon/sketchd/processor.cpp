@@ -317,6 +317,9 @@ void processor::forward_failed(const route& r, kafka::error_code err, std::strin
                                std::optional<kafka::offset_tracker::ticket> ticket) {
   pipelines_[r.pipeline]->add_forward_failures(1);
   if (ticket) tracker_.report(*ticket, false);
+  // Dropped by the producer's close at the stop, whose own lines say why (a fatal error,
+  // outputs still undelivered at shutdown): not a failure to report as one.
+  if (err == kafka::error_code::purge_queue || err == kafka::error_code::purge_inflight) return;
   if (!failure_.empty()) return;
   const auto& at = tracker_.first_failure();
   const std::string what = fmt::format(

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
@@ -120,11 +121,10 @@ void rolling_count_min::clear_window() noexcept {
 
 // The oldest slice leaves the sum and the current one takes its place in the ring of
 // completed slices, in one pass over the counters; the new current slice starts empty.
+// Only for fewer steps than buckets (advance()), so there are at least two buckets and a
+// ring of completed slices: a window of one bucket is cleared at every step instead.
 void rolling_count_min::rotate() noexcept {
-  if (past_.empty()) {  // one bucket: the window is the current slice alone
-    clear_window();
-    return;
-  }
+  assert(!past_.empty());
   count_min_sketch& oldest = past_[oldest_];
   std::uint32_t* const old = oldest.counters_.data();
   std::uint64_t stuck = 0;

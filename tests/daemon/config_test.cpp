@@ -1,7 +1,9 @@
 #include "sketchd/config/config.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -810,6 +812,29 @@ TEST(ConfigErrors, CrossFieldRulesAreChecked) {
                           "\"embedded\" for an in-process cluster)"));
 }
 
+// A pipeline reading its own heavy-hitter alerts would count every alert as an item, and
+// alert on its alerts: the alerts topic may be none of its input topics (the second here).
+TEST(ConfigErrors, AlertsTopicThatIsOneOfThePipelinesInputsIsRejected) {
+  EXPECT_THAT(errors_of(load("kafka: { brokers: b }\n"
+                             "pipelines:\n"
+                             "  - name: p\n"
+                             "    topics: [t, u]\n"
+                             "    item: { from: key }\n"
+                             "    heavy_hitters: { alerts_topic: u }\n")),
+              ElementsAre("test.yaml:6:36: pipelines[0].heavy_hitters.alerts_topic: must not be "
+                          "one of the pipeline's topics (the pipeline would read its own alerts)"));
+}
+
+// The rolling Bloom filter's generations each cover at least 1 ms of the window.
+TEST(ConfigErrors, DedupWindowShorterThanOneMillisecondPerGenerationIsRejected) {
+  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1000, window: 3ms, generations: 4 }\n"),
+              ElementsAre("test.yaml:7:38: pipelines[0].dedup.window: must be at least 1ms per "
+                          "generation (4 generations), got 3ms"));
+  // 1 ms per generation is enough.
+  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1000, window: 4ms, generations: 4 }\n"),
+              IsEmpty());
+}
+
 TEST(ConfigErrors, PropertiesSetElsewhereAreRejected) {
   const auto r = load(
       "kafka:\n"
@@ -855,6 +880,24 @@ TEST(ConfigErrors, PropertiesThatWouldBreakDeliveryAreRejected) {
                              "delivery.report.only.error: false }\n" +
                              std::string(kMinimal.substr(kMinimal.find("pipelines")))))
                   .empty());
+}
+
+// sketchd stores an offset once every output of its message is delivered; librdkafka's
+// automatic store would store offsets as messages are handed over (at-most-once forwarding
+// after a crash). Refused whatever its value, at the key.
+TEST(ConfigErrors, EnableAutoOffsetStoreIsRefusedWhateverItsValue) {
+  for (const std::string value : {"false", "true"}) {
+    EXPECT_THAT(
+        errors_of(load("kafka:\n"
+                       "  brokers: b\n"
+                       "  properties:\n"
+                       "    enable.auto.offset.store: " +
+                       value + "\n" + std::string(kMinimal.substr(kMinimal.find("pipelines"))))),
+        ElementsAre("test.yaml:4:5: kafka.properties[\"enable.auto.offset.store\"]: "
+                    "sketchd stores offsets itself, once a message's outputs are "
+                    "delivered"))
+        << value;
+  }
 }
 
 // librdkafka's message shows a value written in the file as it is (not a secret's); one
@@ -1091,6 +1134,19 @@ TEST(ConfigErrors, ItemSourcesNeedTheirParameters) {
                           "test.yaml:9:11: pipelines[1].item: missing required key \"name\"",
                           "test.yaml:13:31: pipelines[2].item.path: expected a JSON pointer "
                           "such as /user/id (RFC 6901), got \"/a~2\""));
+}
+
+// A header name is required non-empty: written empty, or empty after substitution, it is
+// an error at the value (not a missing key, not an item source that finds nothing).
+TEST(ConfigErrors, EmptyHeaderNameIsAnErrorAtItsValue) {
+  for (const std::string name : {"\"\"", "\"${HEADER:-}\""}) {
+    std::string yaml(kMinimal);
+    yaml.replace(yaml.find("item: { from: key }"), 19,
+                 "item: { from: header, name: " + name + " }");
+    EXPECT_THAT(errors_of(load(yaml)),
+                ElementsAre("test.yaml:6:33: pipelines[0].item.name: must not be empty"))
+        << yaml;
+  }
 }
 
 TEST(ConfigErrors, EmptyAndMultiDocumentFilesAreErrors) {
@@ -1345,6 +1401,36 @@ TEST(ConfigErrors, MissingFileIsOneClearError) {
   EXPECT_FALSE(r.value);
   EXPECT_THAT(errors_of(r), ElementsAre("/nonexistent/sketchd.yaml: cannot read the file: No such "
                                         "file or directory"));
+}
+
+TEST(ConfigErrors, ADirectoryGivenAsTheConfigurationIsOneClearError) {
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  const auto r = load_config_file(dir);
+  EXPECT_FALSE(r.value);
+  EXPECT_THAT(errors_of(r), ElementsAre(dir + ": is a directory, not a file"));
+}
+
+// Unreadable for its permissions. Root reads any file: the case is skipped when run as root.
+TEST(ConfigErrors, AnUnreadableFileIsOneClearError) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root reads files whatever their permissions";
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            fmt::format("sketchd-unreadable-{}.yaml", ::getpid()))
+                               .string();
+  std::ofstream(path) << kMinimal;
+  std::filesystem::permissions(path, std::filesystem::perms::none);
+  const auto r = load_config_file(path);
+  std::filesystem::remove(path);
+  EXPECT_FALSE(r.value);
+  EXPECT_THAT(errors_of(r), ElementsAre(path + ": cannot read the file: Permission denied"));
+}
+
+// A file that opens but fails while it is read (/proc/self/mem at offset 0, which is not
+// mapped: EIO) is one error with the system's reason, not an empty configuration.
+TEST(ConfigErrors, AReadErrorIsOneClearError) {
+  const auto r = load_config_file("/proc/self/mem");
+  EXPECT_FALSE(r.value);
+  EXPECT_THAT(errors_of(r),
+              ElementsAre("/proc/self/mem: cannot read the file: Input/output error"));
 }
 
 // --- Values. ---------------------------------------------------------------------------

@@ -4,12 +4,15 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -274,6 +277,383 @@ TEST(Source, ABatchStopsGrowingAtItsBytesBound) {
   EXPECT_EQ(consumed.size(), static_cast<std::size_t>(kLarge));
   EXPECT_LE(largest, 4U);
   src.close();
+}
+
+// Produces `count` messages "k<i>" → "v<i>" to the partitions of "events" in turn (message i
+// to partition i mod `partitions`), each in a record batch of its own, and waits for every
+// delivery. The mock broker answers a fetch with one record batch per partition, so a
+// consumer's queue then holds the partitions' messages interleaved (each batch of the
+// source's, of 10, holds messages of every partition).
+void produce_interleaved(const mock_cluster& cluster, int count, int partitions = kPartitions) {
+  client_config config(property_map{{"bootstrap.servers", cluster.bootstrap_servers()},
+                                    {"batch.num.messages", "1"},
+                                    {"linger.ms", "0"}});
+  handle_ptr producer = std::move(config).create(RD_KAFKA_PRODUCER);
+  for (int i = 0; i < count; ++i) {
+    const std::string key = fmt::format("k{}", i);
+    const std::string value = fmt::format("v{}", i);
+    throw_if_error(rd_kafka_producev(
+                       producer.get(), RD_KAFKA_V_TOPIC("events"),
+                       RD_KAFKA_V_PARTITION(i % partitions), RD_KAFKA_V_KEY(key.data(), key.size()),
+                       RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+                       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+                   "produce");
+  }
+  ASSERT_EQ(rd_kafka_flush(producer.get(), 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+// How A's owner stops taking batches while B joins, in revoke_read_ahead().
+enum class owner_pause {
+  hold,        // waiting on its outputs: hold(), the poller polling on
+  processing,  // busy with a batch: it takes the next one 300 ms after the last
+};
+
+// A consumer's read-ahead when its partitions move. A has read ahead (its poller holds a
+// full batch ready and has filled the next, both of interleaved partitions) when its owner
+// stops taking batches; B joins. The rebalance reaches A's poller inside a poll, which drops
+// the revoked partitions' messages from the batches not yet handed over before the revoke
+// hook is handed to the owner. Once A's owner takes batches again, the hook runs before the
+// next batch, and no batch of A after it holds a record of a partition A no longer owns;
+// B, their new owner, reads them from A's commit, and every message is read by one of the
+// two.
+//
+// Where the rebalance meets the read-ahead depends on how the owner stopped:
+//   - hold: the poller polls on during the hold and meets the rebalance there, with both
+//     batches full (the one ready and the one it filled);
+//   - processing: the poller, both batches full, does not poll until the owner takes the
+//     ready one; it then moves the filled one into its place and meets the rebalance in its
+//     next poll, while the owner still processes the batch it took. librdkafka pauses the
+//     assigned partitions before it hands over a rebalance, discarding what it had queued
+//     for them: the batch just made ready is what there is to drop.
+void revoke_read_ahead(owner_pause how) {
+  constexpr int kCount = 400;
+  constexpr std::uint32_t kSmallBatch = 10;
+  mock_cluster cluster;
+  cluster.create_topic("events", kPartitions);
+  produce_interleaved(cluster, kCount);
+
+  source_options o = options_for(cluster, "read-ahead");
+  o.batch_size = kSmallBatch;
+  member a(o);
+  // A takes a batch every 200 ms until they come full: librdkafka's queue holds more than a
+  // batch, so the poller fills each batch whole before it waits for the owner.
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  std::size_t last_batch = 0;
+  while ((last_batch < kSmallBatch || a.owned.size() < static_cast<std::size_t>(kPartitions)) &&
+         std::chrono::steady_clock::now() < deadline) {
+    const std::size_t before = a.consumed.size();
+    a.poll_once();
+    last_batch = a.consumed.size() - before;
+    std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_EQ(a.owned.size(), static_cast<std::size_t>(kPartitions));
+  ASSERT_EQ(last_batch, kSmallBatch);
+  const std::set<std::int32_t> owned_before = a.owned;
+  // A stops taking batches (its poller holds one ready and has filled the next).
+  if (how == owner_pause::hold) a.src.hold();
+
+  member b(o);
+  // B's first assignment of the cooperative rebalance (none of A's partitions yet) comes
+  // with A's revocation.
+  deadline = std::chrono::steady_clock::now() + 60s;
+  while (!b.src.assigned_once() && std::chrono::steady_clock::now() < deadline) b.poll_once();
+  ASSERT_TRUE(b.src.assigned_once());
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(a.revocations, 0) << "A's revoke hook ran while A took no batch";
+  if (how == owner_pause::hold) {
+    a.src.release();
+  } else {
+    a.poll_once();  // the batch ready before the rebalance: A still owns its partitions
+    EXPECT_EQ(a.revocations, 0);
+    std::this_thread::sleep_for(300ms);
+  }
+
+  // A takes batches again: the revoke hook runs first; poll_once() checks every record of
+  // every batch against the partitions A owns at that moment.
+  const std::size_t before_hook = a.consumed.size();
+  deadline = std::chrono::steady_clock::now() + 60s;
+  while (a.revocations == 0 && std::chrono::steady_clock::now() < deadline) {
+    a.poll_once(/*bounded=*/false);
+  }
+  ASSERT_GT(a.revocations, 0) << "B's join did not move any partition";
+  EXPECT_EQ(static_cast<std::size_t>(a.consumed_at_first_revoke), before_hook)
+      << "a batch was handed over before the revoke hook";
+  std::set<std::int32_t> revoked;
+  for (std::int32_t p : owned_before) {
+    if (!a.owned.count(p)) revoked.insert(p);
+  }
+  ASSERT_FALSE(revoked.empty());
+  EXPECT_LT(a.consumed_at_first_revoke, kCount) << "A had read everything before the rebalance";
+
+  // Both read on until every message has been read once by one of them.
+  std::set<std::pair<std::int32_t, std::int64_t>> all;
+  deadline = std::chrono::steady_clock::now() + 60s;
+  while (all.size() < static_cast<std::size_t>(kCount) &&
+         std::chrono::steady_clock::now() < deadline) {
+    a.poll_once(/*bounded=*/false);
+    b.poll_once();
+    all.clear();
+    all.insert(a.consumed.begin(), a.consumed.end());
+    all.insert(b.consumed.begin(), b.consumed.end());
+  }
+  EXPECT_EQ(all.size(), static_cast<std::size_t>(kCount));
+  // After its revoke hook, A was handed no record of a revoked partition.
+  for (std::size_t i = static_cast<std::size_t>(a.consumed_at_first_revoke); i < a.consumed.size();
+       ++i) {
+    EXPECT_FALSE(revoked.count(a.consumed[i].first))
+        << "partition " << a.consumed[i].first << " offset " << a.consumed[i].second
+        << " handed to A after its revocation";
+  }
+  EXPECT_EQ(b.owned, revoked);
+  a.src.close();
+  b.src.close();
+}
+
+TEST(Source, ReadAheadOfPartitionsRevokedDuringAHoldIsNeverHandedOver) {
+  revoke_read_ahead(owner_pause::hold);
+}
+
+TEST(Source, ReadAheadOfPartitionsRevokedWhileTheOwnerProcessesIsNeverHandedOver) {
+  revoke_read_ahead(owner_pause::processing);
+}
+
+// --- Restarts: where a partition starts when the snapshot's positions and the group's
+// commits disagree, or cannot be compared. ------------------------------------------------
+
+// Commits `next` (partition → offset) for `group` on "events" as a client outside the group
+// would. The mock broker accepts such a commit only while the group has no member yet: call
+// it before any source of the group starts.
+void commit_offsets(const mock_cluster& cluster, const std::string& group,
+                    const std::map<std::int32_t, std::int64_t>& next) {
+  client_config config(
+      property_map{{"bootstrap.servers", cluster.bootstrap_servers()}, {"group.id", group}});
+  handle_ptr consumer = std::move(config).create(RD_KAFKA_CONSUMER);
+  topic_partition_list_ptr list(rd_kafka_topic_partition_list_new(static_cast<int>(next.size())));
+  for (const auto& [p, offset] : next)
+    rd_kafka_topic_partition_list_add(list.get(), "events", p)->offset = offset;
+  EXPECT_EQ(rd_kafka_commit(consumer.get(), list.get(), 0), RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_consumer_close(consumer.get());
+}
+
+// The first and last offsets (low and high watermarks) of partition `p` of "events".
+std::pair<std::int64_t, std::int64_t> watermarks(const mock_cluster& cluster, std::int32_t p) {
+  client_config config(property_map{{"bootstrap.servers", cluster.bootstrap_servers()}});
+  handle_ptr producer = std::move(config).create(RD_KAFKA_PRODUCER);
+  std::int64_t low = -1;
+  std::int64_t high = -1;
+  EXPECT_EQ(rd_kafka_query_watermark_offsets(producer.get(), "events", p, &low, &high, 10000),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  return {low, high};
+}
+
+// A source started as the daemon starts from a snapshot: on_assign returns the snapshot's
+// position of each partition in `restored` (nullopt for the others); on_start_behind_commit,
+// when `behind_answer` is set, records what it is asked and answers that; on_start_known,
+// when `want_known`, records what it is told. poll() records the first offset read of each
+// partition.
+struct restarted {
+  restarted(const source_options& o, std::map<std::int32_t, std::int64_t> restored_starts,
+            std::optional<bool> behind_answer, bool want_known)
+      : src(o), restored(std::move(restored_starts)) {
+    src.on_assign([this](const topic_partition& tp) -> std::optional<std::int64_t> {
+      assigned.insert(tp.partition);
+      const auto it = restored.find(tp.partition);
+      if (it == restored.end()) return std::nullopt;
+      return it->second;
+    });
+    if (behind_answer) {
+      src.on_start_behind_commit([this, answer = *behind_answer](const topic_partition& tp,
+                                                                 std::int64_t start,
+                                                                 std::int64_t committed) {
+        asked.emplace_back(tp.partition, start, committed);
+        return answer;
+      });
+    }
+    if (want_known) {
+      src.on_start_known(
+          [this](const topic_partition& tp, std::int64_t start) { known[tp.partition] = start; });
+    }
+  }
+
+  // Polls until a record of each of `partitions` has been read (or 30 s have passed).
+  void read_from(const std::set<std::int32_t>& partitions) {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    const auto done = [&] {
+      return std::all_of(partitions.begin(), partitions.end(),
+                         [&](std::int32_t p) { return first.count(p) > 0; });
+    };
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      for (const record& r : src.poll_batch()) first.try_emplace(r.partition, r.offset);
+    }
+  }
+
+  // Polls until the partitions are assigned (or 30 s have passed).
+  void join(std::size_t partitions) {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (assigned.size() < partitions && std::chrono::steady_clock::now() < deadline) {
+      for (const record& r : src.poll_batch()) first.try_emplace(r.partition, r.offset);
+    }
+  }
+
+  source src;
+  std::map<std::int32_t, std::int64_t> restored;
+  std::set<std::int32_t> assigned;
+  std::vector<std::tuple<std::int32_t, std::int64_t, std::int64_t>> asked;  // p, start, committed
+  std::map<std::int32_t, std::int64_t> known;
+  std::map<std::int32_t, std::int64_t> first;
+};
+
+using asked_list = std::vector<std::tuple<std::int32_t, std::int64_t, std::int64_t>>;
+
+// The restart tests' log: one partition of 100 messages, group "restart" committed at 60.
+void committed_at_60(mock_cluster& cluster) {
+  cluster.create_topic("events", 1);
+  produce_interleaved(cluster, 100, 1);
+  commit_offsets(cluster, "restart", {{0, 60}});
+}
+
+// The group's committed offsets cannot be read (OffsetFetch fails) when a partition is
+// assigned with a restored position: it starts at the snapshot's position, although the
+// group has committed past it, and start_behind is not asked (read, the commit would have
+// made it ask, and its "no" would have started the partition at the commit).
+TEST(SourceRestart, UnreadableCommitsStartARestoredPartitionAtTheSnapshotsPosition) {
+  mock_cluster cluster;
+  committed_at_60(cluster);
+  const std::vector<error_code> errors{error_code::group_authorization_failed};
+  cluster.push_request_errors(api_key::offset_fetch, errors);
+  restarted r(options_for(cluster, "restart"), {{0, 20}}, /*behind_answer=*/false,
+              /*want_known=*/false);
+  r.read_from({0});
+  ASSERT_TRUE(r.first.count(0));
+  EXPECT_EQ(r.first.at(0), 20);
+  EXPECT_EQ(r.asked, asked_list{});
+  r.src.close();
+}
+
+// The same for partitions assigned without a restored position while the daemon keeps state
+// positions (on_start_known): their start cannot be known, so on_start_known is not called;
+// the partition starts at the group's commit, which librdkafka reads after the assignment.
+TEST(SourceRestart, UnreadableCommitsLeaveTheStartOfAFreshPartitionUntold) {
+  mock_cluster cluster;
+  committed_at_60(cluster);
+  const std::vector<error_code> errors{error_code::group_authorization_failed};
+  cluster.push_request_errors(api_key::offset_fetch, errors);
+  restarted r(options_for(cluster, "restart"), {}, std::nullopt, /*want_known=*/true);
+  r.read_from({0});
+  ASSERT_TRUE(r.first.count(0));
+  EXPECT_EQ(r.first.at(0), 60);
+  EXPECT_TRUE(r.known.empty()) << "told a start that could not be known";
+  r.src.close();
+}
+
+// The log's first and last offsets cannot be read (ListOffsets fails) for a restored
+// partition behind the group's commit: it starts at the commit, the messages between are
+// not read again, and start_behind is not asked (it would have answered "read them again").
+TEST(SourceRestart, UnreadableWatermarksStartAPartitionBehindTheCommitAtTheCommit) {
+  mock_cluster cluster;
+  committed_at_60(cluster);
+  // The watermark query asks for the first and the last offset in two requests.
+  const std::vector<error_code> errors{error_code::topic_authorization_failed,
+                                       error_code::topic_authorization_failed};
+  cluster.push_request_errors(api_key::list_offsets, errors);
+  restarted r(options_for(cluster, "restart"), {{0, 20}}, /*behind_answer=*/true,
+              /*want_known=*/false);
+  r.read_from({0});
+  cluster.clear_request_errors(api_key::list_offsets);
+  ASSERT_TRUE(r.first.count(0));
+  EXPECT_EQ(r.first.at(0), 60);
+  EXPECT_EQ(r.asked, asked_list{});
+  r.src.close();
+}
+
+// ListOffsets failing for a partition without a restored position: whether its commit lies
+// within the log cannot be told, so on_start_known is not called; the partition starts at
+// the commit.
+TEST(SourceRestart, UnreadableWatermarksLeaveTheStartOfAFreshPartitionUntold) {
+  mock_cluster cluster;
+  committed_at_60(cluster);
+  const std::vector<error_code> errors{error_code::topic_authorization_failed};
+  cluster.push_request_errors(api_key::list_offsets, errors);
+  restarted r(options_for(cluster, "restart"), {}, std::nullopt, /*want_known=*/true);
+  r.read_from({0});
+  cluster.clear_request_errors(api_key::list_offsets);
+  ASSERT_TRUE(r.first.count(0));
+  EXPECT_EQ(r.first.at(0), 60);
+  EXPECT_TRUE(r.known.empty()) << "told a start that could not be checked against the log";
+  r.src.close();
+}
+
+// A log whose first messages retention has deleted (the mock keeps 5 MiB of a partition):
+//   - partition 0, restored at 0, committed within the log: what is read again starts at
+//     the log's first offset, and start_behind is asked with that start, not the snapshot's;
+//   - partition 1, restored at 0, committed below the log's first offset: the log holds none
+//     of the messages between, so the partition starts at the log's first offset, unasked;
+//   - partition 2, not restored, committed below the log's first offset: its start is not
+//     told (it is wherever auto.offset.reset puts it: the log's first offset).
+TEST(SourceRestart, AStartBelowTheLogsFirstOffsetBeginsAtTheFirstOffset) {
+  constexpr int kLarge = 60;
+  constexpr std::size_t kValueBytes = 100 * 1024;  // 6 MiB in each partition
+  mock_cluster cluster;
+  cluster.create_topic("events", 3);
+  for (int p = 0; p < 3; ++p) {
+    client_config config(property_map{{"bootstrap.servers", cluster.bootstrap_servers()}});
+    handle_ptr producer = std::move(config).create(RD_KAFKA_PRODUCER);
+    for (int i = 0; i < kLarge; ++i) {
+      const std::string key = fmt::format("k{}", i);
+      std::string value(kValueBytes, 'x');
+      throw_if_error(
+          rd_kafka_producev(producer.get(), RD_KAFKA_V_TOPIC("events"), RD_KAFKA_V_PARTITION(p),
+                            RD_KAFKA_V_KEY(key.data(), key.size()),
+                            RD_KAFKA_V_VALUE(value.data(), value.size()),
+                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+          "produce");
+    }
+    ASSERT_EQ(rd_kafka_flush(producer.get(), 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  std::vector<std::pair<std::int64_t, std::int64_t>> marks;
+  for (int p = 0; p < 3; ++p) {
+    marks.push_back(watermarks(cluster, p));
+    ASSERT_GE(marks.back().first, 2) << "retention deleted nothing of partition " << p;
+    ASSERT_EQ(marks.back().second, kLarge);
+  }
+  const std::int64_t within = (marks[0].first + kLarge) / 2;
+  commit_offsets(cluster, "restart",
+                 {{0, within}, {1, marks[1].first - 1}, {2, marks[2].first - 1}});
+  restarted r(options_for(cluster, "restart"), {{0, 0}, {1, 0}}, /*behind_answer=*/true,
+              /*want_known=*/true);
+  r.read_from({0, 1, 2});
+  EXPECT_EQ(r.asked, (asked_list{{0, marks[0].first, within}}));
+  EXPECT_EQ(r.first, (std::map<std::int32_t, std::int64_t>{
+                         {0, marks[0].first}, {1, marks[1].first}, {2, marks[2].first}}));
+  EXPECT_TRUE(r.known.empty()) << "told a start below the log's first offset";
+  r.src.close();
+}
+
+// A commit beyond the log's end (a log truncated below it, by an unclean leader election):
+//   - partition 0, restored at the log's end: nothing between to read again; it starts at
+//     the log's end, unasked, and reads what is written there later;
+//   - partition 1, restored within the log: start_behind is asked about the messages up to
+//     the log's end (not up to the commit), and answered "no", starts at the log's end;
+//   - partition 2, not restored: its start is not told, and auto.offset.reset (earliest)
+//     reads it from the log's first offset;
+//   - partition 3, not restored, committed within the log: told, and read from the commit.
+TEST(SourceRestart, ACommitBeyondTheLogsEndIsTakenAsTheLogsEnd) {
+  constexpr int kEach = 100;
+  mock_cluster cluster;
+  cluster.create_topic("events", kPartitions);
+  produce_interleaved(cluster, kPartitions * kEach);
+  commit_offsets(cluster, "restart", {{0, 500}, {1, 500}, {2, 500}, {3, 40}});
+  restarted r(options_for(cluster, "restart"), {{0, kEach}, {1, 40}}, /*behind_answer=*/false,
+              /*want_known=*/true);
+  r.join(kPartitions);
+  ASSERT_EQ(r.assigned.size(), static_cast<std::size_t>(kPartitions));
+  produce_interleaved(cluster, kPartitions * 5);  // offsets 100 … 104 of each partition
+  r.read_from({0, 1, 2, 3});
+  EXPECT_EQ(r.asked, (asked_list{{1, 40, kEach}}));
+  EXPECT_EQ(r.first,
+            (std::map<std::int32_t, std::int64_t>{{0, kEach}, {1, kEach}, {2, 0}, {3, 40}}));
+  EXPECT_EQ(r.known, (std::map<std::int32_t, std::int64_t>{{3, 40}}));
+  r.src.close();
 }
 
 }  // namespace

@@ -417,6 +417,42 @@ TEST(Pipeline, RestoredEventClockSlidesFromTheFirstItemReadAgain) {
   EXPECT_EQ(after.summary().window_items, 0U);
 }
 
+// After a restore, the first item without a usable timestamp (-1) counts at the restored
+// clock itself: the wall time since the snapshot (another run's wall clock) is not added, so
+// an hour of downtime does not expire the restored windows. From that item on, the clock is
+// live: later items without a timestamp count at the restored clock plus the wall time
+// since that first one, and end_batch() slides the windows by it; clock_ms(), the newest
+// event time seen, stays the restored one.
+TEST(Pipeline, RestoredEventClockStartsAtTheRestoredTimeForAMessageWithoutATimestamp) {
+  const std::int64_t wall = 1'790'000'000'000;
+  const std::int64_t last = wall - 3'600'000;  // snapshot an hour ago, on a 10 s window
+  pipeline after(json_config());
+  after.restore_state(state_after_u0_at(last));
+  std::string value;
+  const auto batch = [&](std::string_view id, std::int64_t at_wall) {
+    after.begin_batch();
+    const verdict v = after.process(user_event(value, id), -1, at_wall);
+    (void)after.end_batch(at_wall);
+    return v;
+  };
+  // Counted at `last`: u0, seen at `last` before the restart, is still a duplicate, and both
+  // are in the heavy-hitter window.
+  EXPECT_EQ(batch("u0", wall), verdict::duplicate);
+  EXPECT_EQ(after.clock_ms(), last);
+  EXPECT_EQ(after.summary().window_items, 2U);
+  // 4 s of wall time later: counted at last + 4 s, within the 10 s windows of both u0.
+  EXPECT_EQ(batch("u1", wall + 4'000), verdict::first_seen);
+  EXPECT_EQ(after.clock_ms(), last);
+  EXPECT_EQ(after.summary().window_items, 3U);
+  EXPECT_EQ(batch("u0", wall + 5'000), verdict::duplicate);
+  EXPECT_EQ(after.summary().window_items, 4U);
+  // 20 s after the first item: the windows have slid past last + 5 s (the heavy-hitter
+  // window holds the last 10 s in slices of 2 s; the dedup horizon is at most 13.4 s).
+  EXPECT_EQ(batch("u0", wall + 20'000), verdict::first_seen);
+  EXPECT_EQ(after.summary().window_items, 1U);
+  EXPECT_EQ(after.clock_ms(), last);
+}
+
 // A restored event clock holds still for at most pipeline::kHoldStillMs: when no item comes
 // (the stream stayed idle over the restart), the windows slide from the snapshot's time on,
 // and what was in them expires as if sketchd had been running without input.

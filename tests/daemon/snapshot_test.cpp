@@ -189,6 +189,36 @@ TEST(SnapshotStore, AFailedWriteIsNamedAndKeepsThePreviousSnapshot) {
   EXPECT_EQ(store.read()->created_ms, sample().created_ms);
 }
 
+// The rename that puts a new snapshot in place fails (a non-empty directory has taken the
+// snapshot's name since the store was built, or since the last write): a snapshot_error
+// naming the snapshot's path and the system's reason, the temporary file removed, and what
+// stands at the snapshot's path left as it was.
+TEST(SnapshotStore, AFailedRenameIsNamedAndLeavesNoTemporaryFile) {
+  temp_dir dir;
+  state::store store(dir.path());
+  fs::create_directory(store.path());
+  { std::ofstream(store.path() + "/inside") << "x"; }
+  std::string what;
+  try {
+    (void)store.write(sample());
+  } catch (const state::snapshot_error& e) {
+    what = e.what();
+  }
+  ASSERT_FALSE(what.empty()) << "a snapshot was renamed over a non-empty directory";
+  // rename(2) of a file over a directory: EISDIR.
+  EXPECT_NE(
+      what.find("cannot rename the new snapshot to " + store.path() + ": " + std::strerror(EISDIR)),
+      std::string::npos)
+      << what;
+  EXPECT_FALSE(fs::exists(store.path() + ".tmp"));
+  EXPECT_TRUE(fs::is_directory(store.path()));
+  EXPECT_TRUE(fs::exists(store.path() + "/inside"));
+  // Once the directory is gone, the next write succeeds.
+  fs::remove_all(store.path());
+  (void)store.write(sample());
+  EXPECT_EQ(store.read()->created_ms, sample().created_ms);
+}
+
 // Whoever can write in state.dir must not make sketchd write elsewhere: a symlink in the
 // temporary file's place is replaced, never followed; the files are the owner's only.
 TEST(SnapshotStore, ASymlinkInPlaceOfTheTemporaryFileIsNotFollowed) {

@@ -109,6 +109,11 @@ wait "$daemon_pid" || status=$?
 [[ $status == 1 ]] || fail "sketchd exited with status $status after a fatal error of its producer, not 1"
 check_log "$work/producer-1.err" \
   "fatal Kafka error, stopping: .*Cluster authorization failed.*\(CLUSTER_AUTHORIZATION_FAILED\)"
+# The events the closing producer dropped are not reported as a forwarding failure of
+# their own: the fatal error is the one cause in the log.
+if grep -q "forwarding to topic .* failed" "$work/producer-1.err"; then
+  fail "a forwarding failure reported besides the fatal error: $(grep -m1 "forwarding to topic" "$work/producer-1.err")"
+fi
 log "producer fatal: sketchd exited with status 1 after $((($(now_us) - start) / 1000)) ms, the fatal error logged"
 delivered=$(kcat -C -b "$bootstrap" -t out -o beginning -e -q -f '%k\n' | grep -c . || true)
 [[ $delivered == 0 ]] || fail "$delivered event(s) in the output topic, though the producer never had an id"

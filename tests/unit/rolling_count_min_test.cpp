@@ -437,6 +437,102 @@ TEST(RollingCountMin, SingleBucketWindowIsTheCurrentSlice) {
   EXPECT_EQ(r.window_items(), 1u);
 }
 
+// One bucket: the window is the current slice alone, with no ring of past slices. Over a
+// seeded Zipf stream (200 items, s = 1.1) of 2000 updates in each of 8 windows of 1 s,
+// adjacent or seconds apart, plain and conservative: within a window, window_items() is the
+// exact count, no estimate is below the item's exact count in the window, and estimate ≤
+// f + εN holds for all but a fraction δ + 5·sqrt(δ(1 − δ)/Q) of the Q items (as in
+// NeverUndercountsWithinTheWindow). The first advance() or update() in a later window
+// forgets everything: every estimate and window_items() are 0 (1 for the update's own
+// item), the top-k is empty and the heavy item has left. A copy through serialize() goes
+// on identically.
+TEST(RollingCountMin, SingleBucketForgetsEverythingOnceItsWindowPasses) {
+  constexpr std::size_t kDistinct = 200;
+  constexpr int kPerWindow = 2000;
+  // The windows' indices: adjacent ones, and jumps of several windows.
+  const std::vector<std::int64_t> windows = {0, 1, 2, 5, 6, 40, 41, 1000};
+  for (const bool conservative : {false, true}) {
+    SCOPED_TRACE(conservative ? "conservative" : "plain");
+    rolling_count_min_options o = small_options();
+    o.buckets = 1;
+    o.conservative = conservative;
+    rolling_count_min r(o);
+    ASSERT_EQ(r.slice_ms(), 1000);
+    std::vector<std::string> items;
+    std::vector<hash128> hashes;
+    for (std::size_t i = 0; i <= kDistinct; ++i) {  // the last one, "fresh", opens windows
+      items.push_back(i < kDistinct ? fmt::format("item-{}", i) : std::string("fresh"));
+      hashes.push_back(hash_item(items.back(), o.seed));
+    }
+    zipf_generator zipf(kDistinct, 1.1, 43);
+    std::mt19937_64 rng(44);
+    std::vector<std::uint64_t> truth(kDistinct + 1, 0);
+    for (std::size_t w = 0; w < windows.size(); ++w) {
+      const std::int64_t start = windows[w] * 1000;
+      for (int i = 0; i < kPerWindow; ++i) {
+        // Any order within the window: one slice.
+        const std::int64_t t = start + static_cast<std::int64_t>(rng() % 1000);
+        const std::size_t rank = zipf();
+        r.update(hashes[rank], items[rank], t);
+        ++truth[rank];
+      }
+      std::uint64_t n = 0;
+      for (const std::uint64_t f : truth) n += f;
+      ASSERT_EQ(r.window_items(), n) << "window " << windows[w];
+      std::size_t violations = 0;
+      for (std::size_t k = 0; k <= kDistinct; ++k) {
+        const std::uint64_t e = r.estimate(hashes[k]);
+        ASSERT_GE(e, truth[k]) << items[k] << " in window " << windows[w];
+        if (static_cast<double>(e - truth[k]) > r.error_bound()) ++violations;
+      }
+      const double delta = r.delta();
+      EXPECT_LE(static_cast<double>(violations) / (kDistinct + 1),
+                delta + 5 * std::sqrt(delta * (1 - delta) / (kDistinct + 1)));
+      r.refresh();
+      ASSERT_FALSE(r.top().empty());
+      EXPECT_EQ(r.top()[0].item, "item-0");
+      EXPECT_TRUE(r.top()[0].heavy);
+      (void)r.drain_events();
+      if (w == 3) {
+        // A copy of the one-bucket window goes on as the original, across the next window.
+        rolling_count_min copy = rolling_count_min::deserialize(r.serialize());
+        EXPECT_EQ(copy.serialize(), r.serialize());
+        copy.advance(windows[w + 1] * 1000);
+        r.advance(windows[w + 1] * 1000);
+        EXPECT_EQ(copy.serialize(), r.serialize());
+        EXPECT_EQ(copy.drain_events(), r.drain_events());
+        std::fill(truth.begin(), truth.end(), 0);
+        continue;
+      }
+      if (w + 1 == windows.size()) break;
+      const std::int64_t next = windows[w + 1] * 1000;
+      std::fill(truth.begin(), truth.end(), 0);
+      if (w % 2 == 0) {
+        r.advance(next);
+      } else {
+        EXPECT_EQ(r.update(hashes[kDistinct], items[kDistinct], next), 1u);
+        truth[kDistinct] = 1;
+      }
+      EXPECT_EQ(r.window_items(), truth[kDistinct]);
+      for (std::size_t k = 0; k <= kDistinct; ++k) {
+        ASSERT_EQ(r.estimate(hashes[k]), truth[k]) << items[k] << " after window " << windows[w];
+      }
+      r.refresh();
+      const auto top = r.top();
+      if (w % 2 == 0) {
+        EXPECT_TRUE(top.empty());
+      } else {
+        ASSERT_EQ(top.size(), 1u);
+        EXPECT_EQ(top[0].item, "fresh");
+        EXPECT_FALSE(top[0].heavy);  // 1 is below kMinHeavyEstimate
+      }
+      const std::vector<heavy_event> left = events_of(r.drain_events(), "item-0");
+      ASSERT_FALSE(left.empty()) << "after window " << windows[w];
+      EXPECT_EQ(left.back().kind, heavy_event::kind::leave);
+    }
+  }
+}
+
 TEST(RollingCountMin, SerializationRoundTrips) {
   rolling_count_min_options o = small_options();
   o.conservative = true;

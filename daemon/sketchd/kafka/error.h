@@ -34,6 +34,8 @@ enum class error_code : int {
   timed_out = -185,          // operation timed out
   queue_full = -184,         // producer queue is full
   state = -172,              // wrong state for the operation
+  purge_queue = -152,        // dropped from the producer's queue when it is closed
+  purge_inflight = -151,     // dropped in flight when the producer is closed
   fatal = -150,              // fatal error: the client must be recreated
   unknown_broker = -146,     // no broker with that id
   // Kafka protocol errors.
