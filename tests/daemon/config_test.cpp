@@ -825,6 +825,30 @@ TEST(ConfigErrors, AlertsTopicThatIsOneOfThePipelinesInputsIsRejected) {
                           "one of the pipeline's topics (the pipeline would read its own alerts)"));
 }
 
+// The processor tells outputs apart by 8 bits of each delivery's tag: 256 outputs over all
+// pipelines are taken, the 257th is refused where it is written (not only by `run`).
+TEST(ConfigErrors, MoreThan256OutputsAreRejectedAtTheFirstTooMany) {
+  const auto pipelines = [](int n) {
+    std::string yaml = "kafka: { brokers: b }\npipelines:\n";
+    for (int i = 0; i < n; ++i) {
+      yaml += fmt::format(
+          "  - {{ name: p{0}, topics: [i{0}], item: {{ from: key }}, "
+          "dedup: {{ capacity: 10, output_topic: o{0} }} }}\n",
+          i);
+    }
+    return yaml;
+  };
+  EXPECT_THAT(errors_of(load(pipelines(256))), IsEmpty());
+  const std::string yaml = pipelines(257);
+  const std::size_t line_start = yaml.find("  - { name: p256,");
+  const std::size_t column = yaml.find("o256", line_start) - line_start + 1;
+  EXPECT_THAT(errors_of(load(yaml)),
+              ElementsAre(fmt::format("test.yaml:259:{}: pipelines[256].dedup.output_topic: at "
+                                      "most 256 outputs (output_topic, duplicates_topic and "
+                                      "alerts_topic) over all pipelines; this is output 257",
+                                      column)));
+}
+
 // The rolling Bloom filter's generations each cover at least 1 ms of the window.
 TEST(ConfigErrors, DedupWindowShorterThanOneMillisecondPerGenerationIsRejected) {
   EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1000, window: 3ms, generations: 4 }\n"),
