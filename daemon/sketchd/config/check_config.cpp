@@ -90,20 +90,16 @@ void check_snapshot(const config& cfg, findings& found) {
   if (!check_state_dir(*cfg.state.dir, dir_at, found)) return;
   const std::string file = fmt::format("{}/{}", *cfg.state.dir, state::store::kFileName);
   const bool discard = cfg.state.discard_incompatible_snapshot;
-  // Something other than a file in its place stops `run` whoever runs it; a file this user
-  // cannot read may be readable by the daemon's user.
-  std::error_code ec;
-  const auto status = std::filesystem::status(file, ec);
-  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
-    found.problem(dir_at, fmt::format("cannot read {}: not a regular file: sketchd would not "
-                                      "start (the snapshot is kept: fix the cause, then start "
-                                      "again)",
-                                      file));
-    return;
-  }
   std::optional<state::snapshot> snap;
   try {
     snap = state::read_snapshot_file(file, kParametersBytes);
+  } catch (const state::not_a_file_error& e) {
+    // Stops `run` whichever user runs it; a file this user cannot read may be readable by
+    // the daemon's user (below).
+    found.problem(dir_at, fmt::format("{}: sketchd would not start (the snapshot is kept: fix "
+                                      "the cause, then start again)",
+                                      e.what()));
+    return;
   } catch (const state::unreadable_error& e) {
     found.note(
         dir_at,

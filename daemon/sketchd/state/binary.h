@@ -32,6 +32,13 @@ class unreadable_error : public snapshot_error {
   using snapshot_error::snapshot_error;
 };
 
+// Something other than a regular file (a directory, a FIFO) stands at the snapshot's path:
+// unreadable whichever user tries, unlike a file only some users may read.
+class not_a_file_error : public unreadable_error {
+ public:
+  using unreadable_error::unreadable_error;
+};
+
 // Not thread-safe; one owner.
 class binary_writer {
  public:

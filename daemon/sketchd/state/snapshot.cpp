@@ -384,7 +384,7 @@ std::optional<snapshot> read_snapshot_file(const std::string& path, std::uint64_
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) throw unreadable_error(system_error("cannot read", path, errno));
   if (!S_ISREG(st.st_mode))
-    throw unreadable_error(fmt::format("cannot read {}: not a regular file", path));
+    throw not_a_file_error(fmt::format("cannot read {}: not a regular file", path));
   // Straight into the snapshot's strings: the file is never held whole beside them.
   return parse(
       [&](char* to, std::size_t n) {
