@@ -58,6 +58,18 @@ TEST(LogLines, JsonStringsEscapeTerminalControls) {
             "\"\\u009b31m \\u2028 \\u202e caf\xc3\xa9\"");
 }
 
+// json::dump (nlohmann::json underneath) escapes the same: any bytes make valid JSON.
+TEST(LogLines, JsonDumpEscapesTerminalControlsAndReplacesInvalidUtf8) {
+  const nlohmann::json j = {{"item", std::string("a\0\x1b[2J\x7f", 7)},
+                            {"bidi", "\xc2\x9b" "31m \xe2\x80\xa8 \xe2\x80\xae caf\xc3\xa9"},
+                            {"bad", "x\xffy"}};
+  EXPECT_EQ(json::dump(j),
+            "{\"bad\":\"x\xef\xbf\xbdy\",\"bidi\":\"\\u009b31m \\u2028 \\u202e caf\xc3\xa9\","
+            "\"item\":\"a\\u0000\\u001b[2J\\u007f\"}");
+  EXPECT_EQ(json::members({{"pipeline", "p"}, {"n", 3}}), "\"n\":3,\"pipeline\":\"p\"");
+  EXPECT_EQ(json::members(nlohmann::json::object()), "");
+}
+
 TEST(Exposition, EscapesLabelValuesAndHelp) {
   std::vector<metric_family> f{
       {"m", "a\\b\nc", metric_type::counter, {{{{"item", "q\"b\\s\nn"}}, 3}, {{}, 0.25}}}};

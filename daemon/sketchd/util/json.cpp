@@ -10,6 +10,37 @@
 
 namespace sketchd::json {
 
+std::string dump(const nlohmann::json& value) {
+  const std::string text =
+      value.dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
+  // What must be escaped can only be inside strings: the rest of the text is ASCII.
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    unsigned cp = 0;
+    if (static_cast<unsigned char>(c) >= 0xc2) {
+      if (const std::size_t length = sketch::escaped_character_at(text, i, &cp)) {
+        fmt::format_to(std::back_inserter(out), "\\u{:04x}", cp);
+        i += length - 1;
+        continue;
+      }
+    }
+    if (c == 0x7f) {
+      out += "\\u007f";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string members(const nlohmann::json& object) {
+  std::string text = dump(object);
+  if (text.size() < 2 || text.front() != '{' || text.back() != '}') return {};
+  return text.substr(1, text.size() - 2);
+}
+
 void append_string(std::string& out, std::string_view raw) {
   const std::string s = metrics::clean_label_value(raw, raw.size() * 3 + 3);
   out += '"';
