@@ -1,5 +1,6 @@
 #include "sketchd/metrics/metrics.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "sketchd/util/json.h"
@@ -40,8 +41,9 @@ TEST(LogLines, ItemsCannotBreakALine) {
   EXPECT_EQ(loggable_item("x\" (99, 50.0%) \"y"), "\"x\\\" (99, 50.0%) \\\"y\"");
   // Cut to 64 bytes, and marked as cut: two items that differ after their 64th byte do not
   // look the same.
-  EXPECT_EQ(loggable_item(std::string(100, 'z')), "\"" + std::string(64, 'z') + "\"…");
-  EXPECT_EQ(loggable_item(std::string(64, 'z')), "\"" + std::string(64, 'z') + "\"");
+  const std::string quoted_64 = fmt::format("\"{}\"", std::string(64, 'z'));
+  EXPECT_EQ(loggable_item(std::string(100, 'z')), quoted_64 + "…");
+  EXPECT_EQ(loggable_item(std::string(64, 'z')), quoted_64);
   // 40 invalid bytes become 40 U+FFFD of 3 bytes when cleaned: cut too.
   const std::string replaced = loggable_item(std::string(40, '\xff'));
   EXPECT_EQ(replaced.substr(replaced.size() - 4), "\"…");
