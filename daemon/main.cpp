@@ -74,19 +74,22 @@ int usage_error(std::string_view message, const CLI::App* command = nullptr) {
   return kUsageError;
 }
 
-int run_main(int argc, char** argv) {
-  CLI::App app(kDescription, "sketchd");
-  app.set_version_flag(
-      "--version",
-      fmt::format("sketchd {} (revision {})", SKETCHD_VERSION, sketchd::build_revision()),
-      "Print the version and exit");
-  app.require_subcommand(0, 1);
+// What the command line gives, filled by CLI11 as it parses.
+struct arguments {
+  std::string config_path;      // sketchd --config FILE
+  std::string run_config_path;  // sketchd run --config FILE
+  std::string check_path;
+  sketchd::mock_kafka_options mock_options;
+  std::vector<std::string> topic_arguments;  // mock-kafka --topic, checked after parsing
+};
 
-  std::string config_path;
-  app.add_option("-c,--config", config_path,
-                 "Run the daemon with this configuration (same as: sketchd run --config FILE)")
-      ->type_name("FILE");
+struct subcommands {
+  CLI::App* run = nullptr;
+  CLI::App* check = nullptr;
+  CLI::App* mock = nullptr;
+};
 
+CLI::App* add_run(CLI::App& app, arguments& args) {
   CLI::App* run = app.add_subcommand("run", "Run the daemon (the default with --config)");
   run->footer(
       "\nConsumes the pipelines' topics, serves /metrics, /healthz, /readyz and /api/v1/… on\n"
@@ -100,10 +103,12 @@ int run_main(int argc, char** argv) {
       "larger than the memory, http.listen unavailable), after a fatal Kafka error, when the\n"
       "generator stops, after a final forwarding failure (which stopped consumption), or when\n"
       "the final snapshot of state.dir could not be written (the log says why each time).");
-  std::string run_config_path;
-  run->add_option("-c,--config", run_config_path, "The YAML configuration (required)")
+  run->add_option("-c,--config", args.run_config_path, "The YAML configuration (required)")
       ->type_name("FILE");
+  return run;
+}
 
+CLI::App* add_check(CLI::App& app, arguments& args) {
   CLI::App* check =
       app.add_subcommand("check-config", "Check a configuration file without running it");
   check->footer(
@@ -113,11 +118,13 @@ int run_main(int argc, char** argv) {
       "run would use them: a file in the directory's place, or a pipeline the snapshot does\n"
       "not fit, is a problem (the latter a note with state.discard_incompatible_snapshot:\n"
       "true); a directory this user could not create or write in is a note.");
-  std::string check_path;
-  check->add_option("FILE", check_path, "The YAML configuration to check")
+  check->add_option("FILE", args.check_path, "The YAML configuration to check")
       ->required()
       ->type_name("");
+  return check;
+}
 
+CLI::App* add_mock(CLI::App& app, arguments& args) {
   CLI::App* mock =
       app.add_subcommand("mock-kafka", "Serve a local Kafka-protocol cluster, for tests and demos");
   mock->footer(
@@ -125,14 +132,12 @@ int run_main(int argc, char** argv) {
       "and drops the oldest messages beyond that. The first line on stdout is\n"
       "\"bootstrap: HOST:PORT[,HOST:PORT…]\", the value for kafka.brokers. Serves until\n"
       "SIGINT or SIGTERM.");
-  sketchd::mock_kafka_options mock_options;
-  mock->add_option("--brokers", mock_options.brokers,
+  mock->add_option("--brokers", args.mock_options.brokers,
                    fmt::format("Number of brokers, 1 to {}", kMaxMockBrokers))
       ->type_name("N")
       ->check(CLI::Range(1, kMaxMockBrokers).description(""))
       ->capture_default_str();
-  std::vector<std::string> topic_arguments;
-  mock->add_option("--topic", topic_arguments,
+  mock->add_option("--topic", args.topic_arguments,
                    fmt::format("Create this topic at start, with PARTITIONS partitions (default "
                                "{}, at most {}); repeat for more topics",
                                sketchd::embedded_kafka_config{}.partitions, kMaxPartitions))
@@ -143,58 +148,78 @@ int run_main(int argc, char** argv) {
             return parse_topic_argument(text, topic).value_or(std::string());
           },
           ""));
-
   mock->add_flag(
-      "--control", mock_options.control,
+      "--control", args.mock_options.control,
       "Read fault-injection commands on stdin, one per line: down BROKER, up BROKER, rtt BROKER "
       "MS, "
       "leader TOPIC PARTITION BROKER, coordinator group|transaction NAME BROKER, errors API "
       "CODE[,CODE...] (the next requests of Kafka API number API fail with those error "
       "codes), clear API; each is answered \"ok: COMMAND\" on stdout");
+  return mock;
+}
 
+// mock-kafka, once its --topic arguments are checked.
+int mock_kafka(arguments& args, const CLI::App* mock) {
+  for (const std::string& text : args.topic_arguments) {
+    std::pair<std::string, int> topic;
+    if (const auto error = parse_topic_argument(text, topic)) {
+      return usage_error(fmt::format("mock-kafka: --topic: {}", *error), mock);
+    }
+    for (const auto& [name, partitions] : args.mock_options.topics) {
+      if (name == topic.first) {
+        return usage_error(fmt::format("mock-kafka: --topic: {} is given twice", name), mock);
+      }
+    }
+    args.mock_options.topics.push_back(std::move(topic));
+  }
+  return sketchd::mock_kafka_command(args.mock_options);
+}
+
+// The parsed command, run.
+int dispatch(arguments& args, const subcommands& sub) {
+  if (!args.config_path.empty() && (sub.check->parsed() || sub.mock->parsed())) {
+    return usage_error("--config belongs to run (check-config takes the file as its argument)");
+  }
+  if (sub.check->parsed()) return sketchd::check_config_command(args.check_path);
+  if (sub.mock->parsed()) return mock_kafka(args, sub.mock);
+  if (sub.run->parsed() || !args.config_path.empty()) {
+    if (!args.config_path.empty() && !args.run_config_path.empty() &&
+        args.config_path != args.run_config_path) {
+      return usage_error("--config is given twice with different files");
+    }
+    const std::string& path = args.run_config_path.empty() ? args.config_path : args.run_config_path;
+    if (path.empty()) return usage_error("run: --config FILE is required", sub.run);
+    return sketchd::run_command(path);
+  }
+  return usage_error("no command: use run --config FILE, check-config FILE or mock-kafka");
+}
+
+int run_main(int argc, char** argv) {
+  CLI::App app(kDescription, "sketchd");
+  app.set_version_flag(
+      "--version",
+      fmt::format("sketchd {} (revision {})", SKETCHD_VERSION, sketchd::build_revision()),
+      "Print the version and exit");
+  app.require_subcommand(0, 1);
+  arguments args;
+  app.add_option("-c,--config", args.config_path,
+                 "Run the daemon with this configuration (same as: sketchd run --config FILE)")
+      ->type_name("FILE");
+  const subcommands sub{add_run(app, args), add_check(app, args), add_mock(app, args)};
   app.footer(kExamples);
-
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
     const CLI::App* command = nullptr;
-    for (const CLI::App* sub : {run, check, mock}) {
-      if (sub->parsed()) command = sub;
+    for (const CLI::App* s : {sub.run, sub.check, sub.mock}) {
+      if (s->parsed()) command = s;
     }
     return usage_error(
         command == nullptr ? e.what() : fmt::format("{}: {}", command->get_name(), e.what()),
         command);
   }
-
-  if (!config_path.empty() && (check->parsed() || mock->parsed())) {
-    return usage_error("--config belongs to run (check-config takes the file as its argument)");
-  }
-  if (check->parsed()) return sketchd::check_config_command(check_path);
-  if (mock->parsed()) {
-    for (const std::string& text : topic_arguments) {
-      std::pair<std::string, int> topic;
-      if (const auto error = parse_topic_argument(text, topic)) {
-        return usage_error(fmt::format("mock-kafka: --topic: {}", *error), mock);
-      }
-      for (const auto& [name, partitions] : mock_options.topics) {
-        if (name == topic.first) {
-          return usage_error(fmt::format("mock-kafka: --topic: {} is given twice", name), mock);
-        }
-      }
-      mock_options.topics.push_back(std::move(topic));
-    }
-    return sketchd::mock_kafka_command(mock_options);
-  }
-  if (run->parsed() || !config_path.empty()) {
-    if (!config_path.empty() && !run_config_path.empty() && config_path != run_config_path) {
-      return usage_error("--config is given twice with different files");
-    }
-    const std::string& path = run_config_path.empty() ? config_path : run_config_path;
-    if (path.empty()) return usage_error("run: --config FILE is required", run);
-    return sketchd::run_command(path);
-  }
-  return usage_error("no command: use run --config FILE, check-config FILE or mock-kafka");
+  return dispatch(args, sub);
 }
 
 }  // namespace
