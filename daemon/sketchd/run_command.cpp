@@ -43,7 +43,8 @@
 #include "sketchd/kafka/source.h"
 #include "sketchd/metrics/metrics.h"
 #include "sketchd/pipeline/pipeline.h"
-#include "sketchd/processor.h"
+#include "sketchd/processor/kafka_forwarder.h"
+#include "sketchd/processor/processor.h"
 #include "sketchd/state/snapshot.h"
 #include "sketchd/util/build_info.h"
 #include "sketchd/util/json.h"
@@ -506,7 +507,7 @@ int run(const config& cfg) {
   readiness ready;
   std::optional<readiness::long_step> starting(std::in_place, ready);
   processor proc(
-      cfg, writers, so.topics, bootstrap,
+      cfg, writers, so.topics, make_kafka_forwarder(cfg, bootstrap),
       [&ready, &stop_seen, &waiting_since, &last_waited, &input, &kafka_log] {
         ready.beat();
         const auto waited = std::chrono::steady_clock::now();
