@@ -1,7 +1,7 @@
 // A forwarder for the processor's tests: it keeps every message it is given, and reports
 // their deliveries when the test says, from poll() or flush() as Kafka's producer does. Its
 // queue can be made full (forward() and produce() then ask give_up() before each try) and
-// it can refuse a message at once.
+// it can refuse a message at once. Not thread-safe: one test.
 #pragma once
 
 #include <algorithm>

@@ -166,13 +166,15 @@ class processor {
   void drain(std::vector<kafka::partition_offset>& out);
   void publish();
 
-  // The rate-limited log lines (warnings.cpp).
-  // Skipped messages of each pipeline, at most once per kWarningInterval, or now with `now`.
+  // The log lines of warnings.cpp. Skipped messages of each pipeline, at most once per
+  // kWarningInterval, or now with `now`.
   void warn_extract_failures(bool now = false);
   // Logs heavy_events_ of pipeline p, and what was held back once its interval has passed
   // (or now with `now`).
   void log_heavy_events(std::size_t p, bool now = false);
+  // Heavy-hitter events the pipeline's tracker lost since the last batch.
   void warn_heavy_events_dropped(std::size_t p);
+  // An alert event not sent, at most once per kWarningInterval for all pipelines.
   void warn_alert_failure(const route& r, std::string_view reason);
 
   std::vector<pipeline*> pipelines_;
