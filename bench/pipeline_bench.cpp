@@ -42,7 +42,7 @@
 #include "sketchd/kafka/source.h"
 #include "sketchd/pipeline/extractor.h"
 #include "sketchd/pipeline/pipeline.h"
-#include "sketchd/processor.h"
+#include "sketchd/processor/processor.h"
 
 namespace {
 
@@ -224,7 +224,7 @@ void processor_process(benchmark::State& state) {
   sketchd::config cfg;
   cfg.pipelines = {harness_pipeline()};
   sketchd::pipeline p(cfg.pipelines[0]);
-  sketchd::processor proc(cfg, {&p}, {"in"}, "127.0.0.1:9", nullptr);
+  sketchd::processor proc(cfg, {&p}, {"in"}, nullptr, nullptr);
   proc.assigned({0, 0}, std::nullopt);
   std::vector<sketchd::kafka::record> records(ev.size());
   for (std::size_t i = 0; i < ev.size(); ++i) {

@@ -2,7 +2,8 @@
 // its key, value, headers and timestamp byte for byte and lands where Java's partitioner
 // puts its key, every message gets one delivery report with its opaque, an event built by
 // the daemon is produced as given, a message over message.max.bytes is refused at once
-// (no report follows), and a full queue with the brokers down gives up when told to.
+// (no report follows), and a full queue with the brokers down gives up when told to. The
+// processor's forwarder is this sink: what the processor forwards is the consumed message.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
@@ -20,6 +21,9 @@
 #include "sketchd/kafka/client.h"
 #include "sketchd/kafka/mock_cluster.h"
 #include "sketchd/kafka/sink.h"
+#include "sketchd/pipeline/pipeline.h"
+#include "sketchd/processor/kafka_forwarder.h"
+#include "sketchd/processor/processor.h"
 
 namespace sketchd::kafka {
 namespace {
@@ -268,6 +272,88 @@ TEST(KafkaSink, AMessageOverMessageMaxBytesIsRefusedAtOnceWithoutAReport) {
   EXPECT_EQ(r.count, 1);
   EXPECT_EQ(r.by_opaque.at(1), error_code::no_error);
   EXPECT_FALSE(r.by_opaque.contains(2));
+}
+
+sketchd::config forwarding_config() {
+  sketchd::pipeline_config p;
+  p.name = "orders";
+  p.topics = {"in"};
+  p.item.from = sketchd::item_source::value;
+  p.clock = sketchd::clock_kind::wall;
+  p.dedup = sketchd::dedup_config{.window = std::chrono::minutes(60),
+                                  .capacity = 1000,
+                                  .fpr = 0.001,
+                                  .output_topic = "out",
+                                  .duplicates_topic = "dups"};
+  sketchd::config c;
+  c.pipelines.push_back(p);
+  sketchd::pipeline_config other = p;
+  other.name = "copy";
+  other.dedup->duplicates_topic.reset();  // "out" again: one topic of the forwarder
+  c.pipelines.push_back(other);
+  return c;
+}
+
+TEST(KafkaForwarder, TakesEachOutputTopicOnceAndIsNotNeededWithoutOne) {
+  const sketchd::config c = forwarding_config();
+  EXPECT_EQ(sketchd::output_topics(c), (std::vector<std::string>{"out", "dups"}));
+  sketchd::config none = c;
+  for (auto& p : none.pipelines) {
+    p.dedup->output_topic.reset();
+    p.dedup->duplicates_topic.reset();
+  }
+  EXPECT_TRUE(sketchd::output_topics(none).empty());
+  EXPECT_EQ(sketchd::make_kafka_forwarder(none, "127.0.0.1:9"), nullptr);
+}
+
+// Consumed messages through the processor and its Kafka forwarder: each first-seen one
+// reaches the output topic as it was read (key, value, every header, timestamp), each
+// duplicate the duplicates topic; message 3, with an empty value, has no item.
+TEST(KafkaForwarder, TheProcessorForwardsTheConsumedMessageWithItsHeadersAndTimestamp) {
+  mock_cluster cluster;
+  cluster.create_topic("in", 1);
+  cluster.create_topic("out", 3);
+  cluster.create_topic("dups", 1);
+  produce_inputs(cluster);
+  topic_reader reader(cluster, "in", 1);
+  const std::vector<seen_message> in = reader.read(20);
+  ASSERT_EQ(in.size(), 20U);
+
+  sketchd::config c = forwarding_config();
+  c.pipelines.pop_back();
+  sketchd::pipeline p(c.pipelines[0]);
+  sketchd::processor proc(c, {&p}, {"in"},
+                          sketchd::make_kafka_forwarder(c, cluster.bootstrap_servers()), {});
+  proc.assigned({0, 0}, std::nullopt);
+  std::vector<record> batch;
+  for (const rd_kafka_message_t* m : reader.kept()) {
+    record r;
+    r.offset = m->offset;
+    r.view.value = std::string_view(static_cast<const char*>(m->payload), m->len);
+    r.native = m;
+    batch.push_back(r);
+  }
+  // The value of message 7 again: a duplicate.
+  batch.push_back(batch[7]);
+  batch.back().offset = 20;
+  proc.process(batch, 1700000000000);
+  std::vector<partition_offset> offsets;
+  ASSERT_TRUE(proc.flush(10s, offsets));
+  ASSERT_FALSE(offsets.empty());
+  EXPECT_EQ(offsets.back().next_offset, 21);
+  EXPECT_TRUE(proc.quiescent());
+
+  const auto by_time = [](std::vector<seen_message> v) {
+    for (seen_message& m : v) m.partition = -1;
+    std::sort(v.begin(), v.end(), [](const seen_message& a, const seen_message& b) {
+      return a.timestamp_ms < b.timestamp_ms;
+    });
+    return v;
+  };
+  std::vector<seen_message> first_seen = in;
+  first_seen.erase(first_seen.begin() + 3);
+  EXPECT_EQ(by_time(read_topic(cluster, "out", 3, 19)), by_time(first_seen));
+  EXPECT_EQ(by_time(read_topic(cluster, "dups", 1, 1)), by_time({in[7]}));
 }
 
 TEST(KafkaSink, AFullQueueWithTheBrokersDownGivesUpWhenTold) {

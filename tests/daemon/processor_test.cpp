@@ -3,7 +3,7 @@
 // are not stored (the group's commit would move back), and the snapshot's age decides
 // whether they are read at all. No Kafka: without output topics the processor has no
 // producer, and the records are built here.
-#include "sketchd/processor.h"
+#include "sketchd/processor/processor.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -63,7 +63,7 @@ constexpr kafka::topic_partition kPartition{0, 0};
 struct fixture {
   config cfg = one_pipeline();
   pipeline pipe{cfg.pipelines[0]};
-  processor proc{cfg, {&pipe}, {"events"}, "", {}};
+  processor proc{cfg, {&pipe}, {"events"}, nullptr, {}};
   std::vector<std::string> keys;
 
   // Restores position `start` of partition 0 from a snapshot `age_ms` old, and assigns it.
@@ -257,7 +257,7 @@ TEST(Processor, HeavySetChangesAreLoggedTwentyAtATime) {
   cfg.pipelines[0].heavy_hitters->threshold = 0.001;
   cfg.pipelines[0].heavy_hitters->top_k = 1000;
   pipeline pipe{cfg.pipelines[0]};
-  processor proc{cfg, {&pipe}, {"events"}, "", {}};
+  processor proc{cfg, {&pipe}, {"events"}, nullptr, {}};
   proc.assigned(kPartition, std::nullopt);
   // 100 items 20 times each: every one enters the heavy set (20 >= the minimum of 10, and
   // >= 0.1% of the window).

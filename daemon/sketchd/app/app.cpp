@@ -7,6 +7,7 @@
 #include <csignal>
 
 #include "sketchd/app/preflight.h"
+#include "sketchd/processor/kafka_forwarder.h"
 #include "sketchd/app/wall_clock.h"
 #include "sketchd/util/logging.h"
 
@@ -76,7 +77,7 @@ void app::start_processor() {
   for (const auto& p : pipelines_) writers.push_back(p.get());
   // /readyz and /healthz: the processor calls its give-up check every 10 ms while it waits
   // on a full producer queue, and waiting on the output cluster is not a stall.
-  proc_ = std::make_unique<processor>(cfg_, writers, topics_, bootstrap_, [this] {
+  proc_ = std::make_unique<processor>(cfg_, writers, topics_, make_kafka_forwarder(cfg_, bootstrap_), [this] {
     ready_.beat();
     const auto now = std::chrono::steady_clock::now();
     if (backpressure_.queue_full_wait(now) && source_ && !source_->held()) {

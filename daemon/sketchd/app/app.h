@@ -39,7 +39,7 @@
 #include "sketchd/kafka/source.h"
 #include "sketchd/metrics/metrics.h"
 #include "sketchd/pipeline/pipeline.h"
-#include "sketchd/processor.h"
+#include "sketchd/processor/processor.h"
 #include "sketchd/state/snapshot.h"
 
 namespace sketchd::app {

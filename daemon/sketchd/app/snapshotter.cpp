@@ -13,7 +13,7 @@
 #include "sketchd/app/wall_clock.h"
 #include "sketchd/http/server.h"
 #include "sketchd/kafka/source.h"
-#include "sketchd/processor.h"
+#include "sketchd/processor/processor.h"
 #include "sketchd/util/logging.h"
 
 namespace sketchd::app {

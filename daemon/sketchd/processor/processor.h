@@ -1,10 +1,10 @@
 // The processing step of the daemon, between the Kafka source and the pipelines'
-// outputs: routes each consumed message to the pipelines of its topic, forwards what they
-// decide to forward (first-seen events, duplicates, heavy-hitter alert events) through
-// one idempotent producer, and says which input offsets may be stored.
+// outputs: routes each consumed message to the pipelines of its topic, hands what they
+// decide to forward (first-seen events, duplicates, heavy-hitter alert events) to the
+// forwarder, and says which input offsets may be stored.
 //
-//   batch ─► pipelines (process) ─► verdicts ─► sink.forward(…, ticket) ┐
-//                                                                        ▼ delivery reports
+//   batch ─► pipelines (process) ─► verdicts ─► forwarder.forward(…, ticket) ┐
+//                                                                             ▼ delivery reports
 //   offsets to store ◄── offset_tracker (in order per partition) ◄── ack / final failure
 //
 // An input offset becomes storable only when every output of its message, and of every
@@ -12,9 +12,8 @@
 // failure stops consumption: the processor reports failed(), the run loop pauses the
 // source and marks the daemon not ready; the offset never moves past the failed message.
 //
-// The state position: for every assigned partition, the next offset whose message the
-// pipelines have not seen, once everything before it is delivered. A snapshot taken when
-// quiescent() holds these positions, and a restart resumes from them.
+// The state position of each assigned partition is partition_positions' (see there): a
+// snapshot taken when quiescent() holds them, and a restart resumes from them.
 //
 // Not thread-safe: one owner, the processing thread. The counters read by the metrics
 // collector are published once per batch under a lock (collect() is thread-safe).
@@ -24,32 +23,32 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <span>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "sketchd/config/config.h"
 #include "sketchd/kafka/offset_tracker.h"
-#include "sketchd/kafka/sink.h"
 #include "sketchd/kafka/source.h"
 #include "sketchd/metrics/metrics.h"
 #include "sketchd/pipeline/pipeline.h"
+#include "sketchd/processor/forwarder.h"
+#include "sketchd/processor/partition_positions.h"
+#include "sketchd/util/rate_limit.h"
 
 namespace sketchd {
 
 class processor {
  public:
-  // `topics` are the source's topics (record::topic_index indexes them). Creates the
-  // producer when some pipeline has an output topic. `stop` is consulted while the
-  // producer's queue is full, so that a stop request is not held up by a broker that is down.
+  // `topics` are the source's topics (record::topic_index indexes them). `out` takes every
+  // output topic of the pipelines (see kafka_forwarder.h); it may be null when none has
+  // one (std::invalid_argument otherwise). `stop` is consulted while the forwarder's queue
+  // is full, so that a stop request is not held up by a broker that is down.
   processor(const config& cfg, std::vector<pipeline*> pipelines, std::vector<std::string> topics,
-            const std::string& bootstrap_servers, std::function<bool()> stop);
+            std::unique_ptr<forwarder> out, std::function<bool()> stop);
 
   // Runs one batch through the pipelines (begin_batch … end_batch) and forwards its
   // outputs; logs heavy-hitter events and sends them to the alerts topics.
@@ -65,23 +64,22 @@ class processor {
 
   // Rebalance: an assignment (of none or more partitions) begins; partitions assigned (with
   // their start offset when known) and revoked.
-  void assignment_begins() {
-    assigned_any_ = true;
-    for (pipeline* p : pipelines_) p->input_assigned();
-    returning_ = std::move(revoked_);
-    revoked_.clear();
-  }
+  void assignment_begins();
   void assigned(const kafka::topic_partition& tp, std::optional<std::int64_t> start);
   void revoked(std::span<const kafka::topic_partition> partitions);
 
   // Positions restored from a snapshot written at `snapshot_ms` (wall clock): the start
   // offsets of their partitions.
   void restore_positions(const std::vector<kafka::partition_offset>& positions,
-                         std::int64_t snapshot_ms);
+                         std::int64_t snapshot_ms) {
+    positions_.restore(positions, snapshot_ms);
+  }
   // The start offset of a partition restored from a snapshot, once: later assignments of
   // it start at the committed offset.
   [[nodiscard]] std::optional<std::int64_t> take_restored_position(
-      const kafka::topic_partition& tp);
+      const kafka::topic_partition& tp) {
+    return positions_.take_restored(tp);
+  }
   // A partition just assigned at its restored position `start`, behind the group's
   // committed offset: this instance committed past its snapshot before it stopped (a
   // crash), or another member processed the partition since. True, when the snapshot is
@@ -96,14 +94,18 @@ class processor {
   // A partition assigned without a snapshot's position starts reading at `start` (see
   // kafka::source::on_start_known): its state position until its first message is
   // processed, so that a snapshot written before then holds it.
-  void start_known(const kafka::topic_partition& tp, std::int64_t start);
+  void start_known(const kafka::topic_partition& tp, std::int64_t start) {
+    positions_.start_known(tp, start);
+  }
 
   // Every output acknowledged and no failure: the pipelines' state reflects exactly the
   // messages before positions(), and all of their outputs are delivered.
   [[nodiscard]] bool quiescent() const;
   // The state position of every assigned partition with a known position; before the
   // first assignment (even of no partition), the positions restored from the snapshot.
-  [[nodiscard]] std::vector<kafka::partition_offset> positions() const;
+  [[nodiscard]] std::vector<kafka::partition_offset> positions() const {
+    return positions_.positions();
+  }
 
   // At the stop: logs what the rate-limited warnings still hold back (skipped messages,
   // heavy-hitter events not sent), which would otherwise only show in the metrics.
@@ -118,7 +120,7 @@ class processor {
   // loop once it has paused the consumer and /readyz says why, so that a scrape never shows
   // consumption stopped while /readyz still answers 200.
   void consumption_stopped();
-  // A fatal producer error (the daemon must exit).
+  // A fatal forwarder error (the daemon must exit).
   [[nodiscard]] std::optional<std::string> fatal_error() const;
 
   // sketchd_dedup_duplicates_forwarded_total, sketchd_heavy_hitter_alerts_sent_total,
@@ -130,7 +132,8 @@ class processor {
   struct route {  // one (pipeline, kind) with an output topic; its index tops the opaque
     std::size_t pipeline = 0;
     output_kind kind = output_kind::first_seen;
-    std::size_t topic = 0;  // sink topic index
+    std::size_t topic = 0;  // the forwarder's topic index
+    std::string topic_name;
   };
   struct pipeline_outputs {
     std::optional<std::size_t> first_seen;  // route indices
@@ -142,16 +145,37 @@ class processor {
     std::vector<std::uint64_t> alerts_sent;
     std::vector<std::uint64_t> alert_failures;
   };
+  // Where a pipeline's skipped message is, for the warning about them.
+  struct failure_example {
+    bool set = false;
+    std::size_t topic_index = 0;
+    std::int32_t partition = 0;
+    std::int64_t offset = 0;
+  };
+
+  void add_routes();
+  // process(): the pipelines' verdicts on the batch (their state published and released
+  // before return); then each message's outputs forwarded; then what follows a batch.
+  void run_pipelines(std::span<const kafka::record> batch, std::int64_t wall_ms);
+  void forward_message(const kafka::record& r);
+  void after_batch(std::int64_t wall_ms);
   void on_delivery(std::uint64_t opaque, kafka::error_code err, std::string_view reason);
   void forward_failed(const route& r, kafka::error_code err, std::string_view reason,
                       std::optional<kafka::offset_tracker::ticket> ticket);
   void send_alert(std::size_t pipeline, const sketch::heavy_event& e, std::int64_t wall_ms);
   void drain(std::vector<kafka::partition_offset>& out);
-  // The record is one of a partition read again up to the group's committed offset.
-  [[nodiscard]] bool replaying(const kafka::record& r) const;
-  // Every kWarningIntervalMs at most, or now with `now`.
-  void warn_extract_failures(std::int64_t wall_ms, bool now = false);
   void publish();
+
+  // The log lines of warnings.cpp. Skipped messages of each pipeline, at most once per
+  // kWarningInterval, or now with `now`.
+  void warn_extract_failures(bool now = false);
+  // Logs heavy_events_ of pipeline p, and what was held back once its interval has passed
+  // (or now with `now`).
+  void log_heavy_events(std::size_t p, bool now = false);
+  // Heavy-hitter events the pipeline's tracker lost since the last batch.
+  void warn_heavy_events_dropped(std::size_t p);
+  // An alert event not sent, at most once per kWarningInterval for all pipelines.
+  void warn_alert_failure(const route& r, std::string_view reason);
 
   std::vector<pipeline*> pipelines_;
   std::vector<std::string> topics_;
@@ -163,8 +187,9 @@ class processor {
   // A forward was abandoned because of a stop request, its queue full: nothing after it is
   // forwarded (it would be delivered again after the restart, and ahead of it).
   bool abandoned_ = false;
-  std::unique_ptr<kafka::sink> sink_;
+  std::unique_ptr<forwarder> out_;
   kafka::offset_tracker tracker_;
+  partition_positions positions_;
   // Per pipeline, reused for every batch (sized for kafka.batch_size at construction): the
   // messages routed to it, its verdicts, and the next verdict to read.
   std::vector<std::vector<pipeline_input>> inputs_;
@@ -172,20 +197,6 @@ class processor {
   std::vector<std::size_t> cursors_;
   std::vector<std::vector<sketch::heavy_event>> heavy_events_;  // of the batch, by pipeline
   std::vector<std::uint64_t> heavy_events_dropped_;             // as last seen, by pipeline
-
-  std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> positions_;  // assigned partitions
-  std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> restored_;
-  // Partitions revoked since the last assignment, and, during an assignment, those revoked
-  // before it: one assigned again in the same rebalance (an eager rebalance revokes every
-  // partition and assigns them again; a lost assignment comes back) was counted here all
-  // along, and is not taken over.
-  std::set<std::pair<std::size_t, std::int32_t>> revoked_;
-  std::set<std::pair<std::size_t, std::int32_t>> returning_;
-  std::int64_t restored_ms_ = 0;  // when the snapshot of restored_ was written
-  bool assigned_any_ = false;     // an assignment has come (even of no partition)
-  // Partitions read again up to the group's committed offset (start_behind_commit): the
-  // messages before it are not forwarded, and their offsets not stored.
-  std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> replay_until_;
   std::string failure_;
 
   loop_counters local_;
@@ -193,35 +204,25 @@ class processor {
   loop_counters published_;
   bool stopped_ = false;
 
-  // Extract failures: warned at most once per kWarningIntervalMs per pipeline, with the
-  // count by reason and the place of one such message.
-  static constexpr std::int64_t kWarningIntervalMs = 10'000;
-  struct failure_example {
-    bool set = false;
-    std::size_t topic_index = 0;
-    std::int32_t partition = 0;
-    std::int64_t offset = 0;
-  };
+  static constexpr std::chrono::seconds kWarningInterval{10};
+  // Extract failures: warned at most once per kWarningInterval per pipeline, with the
+  // count by reason since the last warning and the place of one such message.
+  std::vector<log_rate_limit> failure_warnings_;
   std::vector<std::array<std::uint64_t, kExtractFailureCount>> failures_warned_;
   std::vector<failure_example> failure_example_;
-  std::vector<std::int64_t> last_failure_warning_ms_;
-  std::int64_t last_alert_warning_ms_ = 0;
-  std::uint64_t alert_failures_unreported_ = 0;
-
+  // Alert failures of all pipelines: a line at most once per kWarningInterval, which
+  // counts those held back since the last one.
+  log_rate_limit alert_warnings_{kWarningInterval};
   // Heavy-set changes: a line each, at most kHeavyLinesPerInterval per pipeline in each
-  // kWarningIntervalMs; the others are counted, and told in one line when it has passed (a
+  // kWarningInterval; the others are counted, and told in one line when it has passed (a
   // low threshold over an even stream changes hundreds of items at each slide).
   static constexpr unsigned kHeavyLinesPerInterval = 20;
   struct heavy_log {
-    std::chrono::steady_clock::time_point since{};  // the interval's start
-    unsigned shown = 0;
+    log_rate_limit limit{kWarningInterval, kHeavyLinesPerInterval};
     std::uint64_t held_entered = 0;
     std::uint64_t held_left = 0;
   };
   std::vector<heavy_log> heavy_log_;
-  // Logs heavy_events_ of pipeline p, and what was held back once its interval has passed
-  // (or now with `now`).
-  void log_heavy_events(std::size_t p, bool now = false);
 };
 
 }  // namespace sketchd

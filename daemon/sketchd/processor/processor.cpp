@@ -1,0 +1,334 @@
+#include "sketchd/processor/processor.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "sketchd/processor/event_json.h"
+#include "sketchd/util/logging.h"
+
+namespace sketchd {
+
+namespace {
+
+constexpr int kRouteShift = kafka::offset_tracker::kTicketBits;
+constexpr std::uint64_t kTicketMask = (std::uint64_t{1} << kRouteShift) - 1;
+constexpr std::size_t kMaxRoutes = std::size_t{1} << (64 - kRouteShift);
+static_assert(kMaxOutputs <= kMaxRoutes, "a route's index must fit above the ticket");
+
+// A delivery's opaque: the route's index above the message's ticket.
+std::uint64_t opaque_of(std::size_t route_index, kafka::offset_tracker::ticket ticket = 0) {
+  return (static_cast<std::uint64_t>(route_index) << kRouteShift) | ticket;
+}
+
+std::int64_t wall_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+processor::processor(const config& cfg, std::vector<pipeline*> pipelines,
+                     std::vector<std::string> topics, std::unique_ptr<forwarder> out,
+                     std::function<bool()> stop)
+    : pipelines_(std::move(pipelines)),
+      topics_(std::move(topics)),
+      stop_(std::move(stop)),
+      out_(std::move(out)) {
+  const std::size_t n = pipelines_.size();
+  topic_routes_.resize(topics_.size());
+  outputs_.resize(n);
+  inputs_.resize(n);
+  verdicts_.resize(n);
+  cursors_.assign(n, 0);
+  heavy_events_.resize(n);
+  heavy_events_dropped_.resize(n);
+  heavy_log_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    inputs_[i].reserve(cfg.kafka.batch_size);
+    verdicts_[i].reserve(cfg.kafka.batch_size);
+  }
+  add_routes();
+  give_up_ = [this] { return stop_ && stop_(); };
+  if (out_) {
+    out_->on_delivery([this](std::uint64_t opaque, kafka::error_code err, std::string_view reason) {
+      on_delivery(opaque, err, reason);
+    });
+  }
+  local_.duplicates_forwarded.assign(n, 0);
+  local_.alerts_sent.assign(n, 0);
+  local_.alert_failures.assign(n, 0);
+  published_ = local_;
+  failure_warnings_.assign(n, log_rate_limit(kWarningInterval));
+  failures_warned_.assign(n, {});
+  failure_example_.assign(n, {});
+}
+
+void processor::add_routes() {
+  const auto add_route = [&](std::size_t p, output_kind kind, const std::string& topic) {
+    if (!out_)
+      throw std::invalid_argument(fmt::format("output topic {} without a forwarder", topic));
+    routes_.push_back({p, kind, out_->topic_index(topic), topic});
+    return routes_.size() - 1;
+  };
+  for (std::size_t i = 0; i < pipelines_.size(); ++i) {
+    const pipeline_config& pc = pipelines_[i]->config();
+    for (const auto& t : pc.topics) {
+      const auto it = std::find(topics_.begin(), topics_.end(), t);
+      if (it != topics_.end())
+        topic_routes_[static_cast<std::size_t>(it - topics_.begin())].push_back(i);
+    }
+    if (pc.dedup && pc.dedup->output_topic)
+      outputs_[i].first_seen = add_route(i, output_kind::first_seen, *pc.dedup->output_topic);
+    if (pc.dedup && pc.dedup->duplicates_topic)
+      outputs_[i].duplicate = add_route(i, output_kind::duplicate, *pc.dedup->duplicates_topic);
+    if (pc.heavy_hitters && pc.heavy_hitters->alerts_topic)
+      outputs_[i].alert = add_route(i, output_kind::alert, *pc.heavy_hitters->alerts_topic);
+  }
+  if (routes_.size() > kMaxOutputs) {
+    throw std::invalid_argument(
+        fmt::format("at most {} output topics over all pipelines", kMaxOutputs));
+  }
+}
+
+void processor::process(std::span<const kafka::record> batch, std::int64_t wall_ms) {
+  run_pipelines(batch, wall_ms);
+  for (const kafka::record& r : batch) forward_message(r);
+  // Delivery reports that have arrived are counted before the pipelines publish.
+  if (out_) out_->poll();
+  after_batch(wall_ms);
+}
+
+void processor::run_pipelines(std::span<const kafka::record> batch, std::int64_t wall_ms) {
+  // Each pipeline gets the messages of its topics as one batch, in order; its verdicts
+  // come back in the same order, read by forward_message() with one cursor per pipeline.
+  for (std::size_t i = 0; i < pipelines_.size(); ++i) inputs_[i].clear();
+  for (const kafka::record& r : batch) {
+    for (std::size_t i : topic_routes_[r.topic_index]) {
+      inputs_[i].push_back({&r.view, r.timestamp_ms});
+    }
+  }
+  try {
+    for (std::size_t i = 0; i < pipelines_.size(); ++i) {
+      pipelines_[i]->begin_batch();
+      verdicts_[i].resize(inputs_[i].size());
+      pipelines_[i]->process(inputs_[i], wall_ms, verdicts_[i]);
+      cursors_[i] = 0;
+    }
+    // The pipelines publish and release their state before anything is forwarded:
+    // forwarding can wait on the producer's full queue for as long as the output brokers
+    // are down, and /metrics and the API must not wait with it.
+    for (std::size_t i = 0; i < pipelines_.size(); ++i)
+      heavy_events_[i] = pipelines_[i]->end_batch(wall_ms);
+  } catch (...) {
+    // Out of memory: no pipeline stays locked while the run unwinds (the HTTP server's
+    // handlers would wait on it, and its stop with them).
+    for (pipeline* p : pipelines_) p->abandon_batch();
+    throw;
+  }
+}
+
+void processor::forward_message(const kafka::record& r) {
+  const auto& targets = topic_routes_[r.topic_index];
+  std::uint32_t outputs = 0;
+  const bool replayed = positions_.replaying(r.topic_index, r.partition, r.offset);
+  for (std::size_t i : targets) {
+    if (replayed) break;
+    const verdict v = verdicts_[i][cursors_[i]];
+    if ((v == verdict::first_seen && outputs_[i].first_seen) ||
+        (v == verdict::duplicate && outputs_[i].duplicate)) {
+      ++outputs;
+    } else if (v == verdict::skipped && !failure_example_[i].set) {
+      failure_example_[i] = {true, r.topic_index, r.partition, r.offset};
+    }
+  }
+  const kafka::offset_tracker::ticket ticket =
+      tracker_.add(tracker_.slot(r.topic_index, r.partition), r.offset, outputs);
+  for (std::size_t i : targets) {
+    const verdict v = verdicts_[i][cursors_[i]++];
+    // After a failure (or a forward abandoned at a stop) nothing more is forwarded:
+    // consumption stops, and the messages after the failed one are read again after a
+    // restart, so forwarding them now would deliver them twice and put them before it.
+    // Their tickets stay unreported, so their offsets are never stored.
+    if (outputs == 0 || failed() || abandoned_) continue;
+    std::optional<std::size_t> route_index;
+    if (v == verdict::first_seen) route_index = outputs_[i].first_seen;
+    if (v == verdict::duplicate) route_index = outputs_[i].duplicate;
+    if (!route_index) continue;
+    const route& rt = routes_[*route_index];
+    const kafka::error_code err =
+        out_->forward(rt.topic, r, opaque_of(*route_index, ticket), give_up_);
+    if (err == kafka::error_code::no_error) continue;
+    // queue_full after a stop request: not a failure, the message simply stays
+    // undelivered, so its offset is never stored and it is read again after a restart.
+    // Nothing after it is forwarded either, for the same reason as after a failure.
+    if (err == kafka::error_code::queue_full) {
+      abandoned_ = true;
+      continue;
+    }
+    forward_failed(rt, err, kafka::describe(err), ticket);
+  }
+}
+
+void processor::after_batch(std::int64_t wall_ms) {
+  for (std::size_t i = 0; i < pipelines_.size(); ++i) {
+    log_heavy_events(i);
+    if (outputs_[i].alert) {
+      for (const sketch::heavy_event& e : heavy_events_[i]) send_alert(i, e, wall_ms);
+    }
+    warn_heavy_events_dropped(i);
+  }
+  warn_extract_failures();
+  for (const auto& p : pipelines_) p->publish_counters();
+  publish();
+}
+
+void processor::send_alert(std::size_t p, const sketch::heavy_event& e, std::int64_t wall_ms) {
+  const std::string event =
+      alert_event(pipelines_[p]->name(), *pipelines_[p]->config().heavy_hitters, e, wall_ms);
+  const std::size_t route_index = *outputs_[p].alert;
+  const kafka::error_code err = out_->produce(routes_[route_index].topic, e.item, event, wall_ms,
+                                              opaque_of(route_index), give_up_);
+  if (err != kafka::error_code::no_error)
+    on_delivery(opaque_of(route_index), err, kafka::to_string(err));
+}
+
+void processor::on_delivery(std::uint64_t opaque, kafka::error_code err, std::string_view reason) {
+  const std::size_t route_index = static_cast<std::size_t>(opaque >> kRouteShift);
+  if (route_index >= routes_.size()) return;
+  const route& r = routes_[route_index];
+  if (r.kind == output_kind::alert) {
+    if (err == kafka::error_code::no_error) {
+      ++local_.alerts_sent[r.pipeline];
+    } else {
+      ++local_.alert_failures[r.pipeline];
+      warn_alert_failure(r, reason);
+    }
+    return;
+  }
+  const kafka::offset_tracker::ticket ticket = opaque & kTicketMask;
+  if (err != kafka::error_code::no_error) {
+    forward_failed(r, err, reason, ticket);
+    return;
+  }
+  tracker_.report(ticket, true);
+  if (r.kind == output_kind::first_seen) {
+    pipelines_[r.pipeline]->add_forwarded(1);
+  } else {
+    ++local_.duplicates_forwarded[r.pipeline];
+  }
+}
+
+void processor::forward_failed(const route& r, kafka::error_code err, std::string_view reason,
+                               std::optional<kafka::offset_tracker::ticket> ticket) {
+  pipelines_[r.pipeline]->add_forward_failures(1);
+  if (ticket) tracker_.report(*ticket, false);
+  // Dropped by the producer's close at the stop, whose own lines say why (a fatal error,
+  // outputs still undelivered at shutdown): not a failure to report as one.
+  if (err == kafka::error_code::purge_queue || err == kafka::error_code::purge_inflight) return;
+  if (!failure_.empty()) return;
+  const auto& at = tracker_.first_failure();
+  const std::string what = fmt::format(
+      "forwarding to topic {} failed ({}: {}); consumption stopped{}", r.topic_name,
+      kafka::to_string(err), reason,
+      tracker_.failed()
+          ? fmt::format(" at topic {} partition {} offset {}, which will be read again after a "
+                        "restart",
+                        topics_[at.topic_index], at.partition, at.offset)
+          : std::string());
+  const std::string& name = pipelines_[r.pipeline]->name();
+  failure_ = fmt::format("pipeline {}: {}", name, what);  // for /readyz, which has no logger
+  module_logger("pipeline")
+      ->error("{}: {}", name, what);  // "[pipeline] NAME: …", as its other lines
+}
+
+void processor::drain(std::vector<kafka::partition_offset>& out) {
+  tracker_.drain_committable(
+      [&](std::size_t topic_index, std::int32_t partition, std::int64_t next) {
+        const partition_positions::delivery_step step =
+            positions_.delivered(topic_index, partition, next);
+        if (step.read_again_ended_at) {
+          module_logger("kafka")->info(
+              "partition {} [{}]: read again up to offset {}; forwarding from there on",
+              topics_[topic_index], partition, *step.read_again_ended_at);
+        }
+        if (step.store) out.push_back({topic_index, partition, next});
+      });
+}
+
+void processor::poll(std::vector<kafka::partition_offset>& out) {
+  if (out_) out_->poll();
+  drain(out);
+  publish();
+}
+
+bool processor::flush(std::chrono::milliseconds timeout,
+                      std::vector<kafka::partition_offset>& out) {
+  const bool done = !out_ || out_->flush(timeout);
+  drain(out);
+  publish();
+  return done;
+}
+
+void processor::assignment_begins() {
+  positions_.assignment_begins();
+  for (pipeline* p : pipelines_) p->input_assigned();
+}
+
+void processor::assigned(const kafka::topic_partition& tp, std::optional<std::int64_t> start) {
+  // Without a snapshot's position, the windows have not counted this partition's recent
+  // items (unless it was revoked from this instance in the same rebalance): the group's
+  // heavy-hitter figures miss them for a window.
+  if (positions_.assigned(tp, start)) {
+    for (std::size_t i : topic_routes_[tp.topic_index]) pipelines_[i]->partitions_taken_over();
+  }
+  tracker_.reset(tp.topic_index, tp.partition);
+}
+
+void processor::revoked(std::span<const kafka::topic_partition> partitions) {
+  for (const auto& tp : partitions) {
+    positions_.revoked(tp);
+    tracker_.reset(tp.topic_index, tp.partition);
+  }
+}
+
+bool processor::start_behind_commit(const kafka::topic_partition& tp, std::int64_t start,
+                                    std::int64_t committed) {
+  std::chrono::milliseconds longest{0};
+  for (std::size_t i : topic_routes_[tp.topic_index]) {
+    const pipeline_config& pc = pipelines_[i]->config();
+    if (pc.heavy_hitters) longest = std::max(longest, pc.heavy_hitters->window);
+    if (pc.dedup) longest = std::max(longest, pc.dedup->window);
+  }
+  const std::int64_t now = wall_now_ms();
+  const std::string& topic = topics_[tp.topic_index];
+  if (!positions_.start_behind_commit(tp, committed, longest, now)) {
+    module_logger("kafka")->warn(
+        "partition {} [{}] starts at the group's committed offset {}, past the snapshot's {}: the "
+        "snapshot is older ({} s) than the windows of the pipelines reading it, so the messages "
+        "between are not read again (their items are not in this instance's windows)",
+        topic, tp.partition, committed, start, positions_.snapshot_age(now).count() / 1000);
+    // The windows have expired since: they miss this partition's recent items.
+    for (std::size_t i : topic_routes_[tp.topic_index]) pipelines_[i]->partitions_taken_over();
+    return false;
+  }
+  module_logger("kafka")->info(
+      "partition {} [{}] starts at offset {} (restored state); the {} message(s) before offset "
+      "{}, which the group has committed, go into the windows again without being forwarded "
+      "(their outputs were delivered, by this instance before it stopped or by another member)",
+      topic, tp.partition, start, committed - start, committed);
+  return true;
+}
+
+bool processor::quiescent() const {
+  return !failed() && tracker_.pending_messages() == 0 && (!out_ || out_->in_flight() == 0);
+}
+
+std::optional<std::string> processor::fatal_error() const {
+  return out_ ? out_->fatal_error() : std::nullopt;
+}
+
+}  // namespace sketchd

@@ -1,0 +1,164 @@
+// The state positions of the processor's partitions and the rules of a rebalance and a
+// restart that move them, without Kafka and at injected times.
+#include "sketchd/processor/partition_positions.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <limits>
+#include <utility>
+#include <vector>
+
+namespace sketchd {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::minutes;
+
+constexpr kafka::topic_partition kP0{0, 0};
+constexpr kafka::topic_partition kP1{0, 1};
+constexpr std::int64_t kNow = 1'763'841'600'000;
+
+// (partition, position) of every partition positions() gives.
+std::vector<std::pair<std::int32_t, std::int64_t>> of(const partition_positions& p) {
+  std::vector<std::pair<std::int32_t, std::int64_t>> out;
+  for (const auto& o : p.positions()) out.emplace_back(o.partition, o.next_offset);
+  return out;
+}
+
+using pairs = std::vector<std::pair<std::int32_t, std::int64_t>>;
+
+TEST(PartitionPositions, AnAssignedPartitionHasAPositionOnceItsStartOrADeliveryIsKnown) {
+  partition_positions p;
+  p.assignment_begins();
+  (void)p.assigned(kP0, std::nullopt);
+  EXPECT_TRUE(of(p).empty());
+  p.start_known(kP0, 40);
+  EXPECT_EQ(of(p), (pairs{{0, 40}}));
+  EXPECT_TRUE(p.delivered(0, 0, 45).store);
+  EXPECT_EQ(of(p), (pairs{{0, 45}}));
+  p.start_known(kP0, 40);  // late: the delivered position stays
+  EXPECT_EQ(of(p), (pairs{{0, 45}}));
+  p.start_known(kP1, 3);  // not assigned: nothing
+  EXPECT_EQ(of(p), (pairs{{0, 45}}));
+}
+
+TEST(PartitionPositions, TheRestoredPositionsAreTheInstancesUntilTheFirstAssignment) {
+  partition_positions p;
+  p.restore({{0, 0, 100}, {0, 1, 200}}, kNow);
+  EXPECT_EQ(of(p), (pairs{{0, 100}, {1, 200}}));
+  p.assignment_begins();
+  (void)p.assigned(kP0, p.take_restored(kP0));
+  EXPECT_EQ(of(p), (pairs{{0, 100}}));  // partition 1 went to another member
+}
+
+TEST(PartitionPositions, AnEmptyAssignmentEndsTheRestoredPositions) {
+  partition_positions p;
+  p.restore({{0, 0, 100}}, kNow);
+  p.assignment_begins();
+  EXPECT_TRUE(of(p).empty());
+}
+
+TEST(PartitionPositions, ARestoredPositionIsTakenOnce) {
+  partition_positions p;
+  p.restore({{0, 0, 100}}, kNow);
+  EXPECT_EQ(p.take_restored(kP0), 100);
+  EXPECT_EQ(p.take_restored(kP0), std::nullopt);
+  EXPECT_EQ(p.take_restored(kP1), std::nullopt);
+}
+
+TEST(PartitionPositions,
+     APartitionWithoutASnapshotPositionIsTakenOverUnlessItReturnsInTheSameRebalance) {
+  partition_positions p;
+  p.assignment_begins();
+  EXPECT_TRUE(p.assigned(kP0, std::nullopt));
+  EXPECT_FALSE(p.assigned(kP1, 7));  // at the snapshot's position
+  p.revoked(kP0);
+  p.assignment_begins();
+  EXPECT_FALSE(p.assigned(kP0, std::nullopt));  // revoked and assigned in one rebalance
+  p.revoked(kP0);
+  p.assignment_begins();  // the rebalance ends without it
+  p.assignment_begins();  // a later one gives it back
+  EXPECT_TRUE(p.assigned(kP0, std::nullopt));
+}
+
+TEST(PartitionPositions, ARevokedPartitionHasNoPositionAndItsLateDeliveriesAreNotStored) {
+  partition_positions p;
+  p.assignment_begins();
+  (void)p.assigned(kP0, 10);
+  p.revoked(kP0);
+  EXPECT_TRUE(of(p).empty());
+  EXPECT_FALSE(p.delivered(0, 0, 12).store);
+  EXPECT_TRUE(of(p).empty());
+}
+
+TEST(PartitionPositions, AResetSlotsOffsetIsNotStored) {
+  partition_positions p;
+  p.assignment_begins();
+  (void)p.assigned(kP0, 10);
+  EXPECT_FALSE(p.delivered(0, 0, -1).store);
+  EXPECT_EQ(of(p), (pairs{{0, 10}}));
+}
+
+TEST(PartitionPositions, ASnapshotYoungerThanTheWindowsIsReadAgainUpToTheCommittedOffset) {
+  partition_positions p;
+  p.restore({{0, 0, 100}}, kNow - 10 * 60 * 1000);
+  p.assignment_begins();
+  (void)p.assigned(kP0, p.take_restored(kP0));
+  EXPECT_EQ(p.snapshot_age(kNow), minutes(10));
+  EXPECT_TRUE(p.start_behind_commit(kP0, 105, minutes(60), kNow));
+  EXPECT_TRUE(p.replaying(0, 0, 100));
+  EXPECT_TRUE(p.replaying(0, 0, 104));
+  EXPECT_FALSE(p.replaying(0, 0, 105));
+  EXPECT_FALSE(p.replaying(0, 1, 100));
+  // Below the committed offset: the position moves, nothing is stored.
+  const auto below = p.delivered(0, 0, 103);
+  EXPECT_FALSE(below.store);
+  EXPECT_EQ(of(p), (pairs{{0, 103}}));
+  // Reaching it: stored, and the reading again ends there.
+  const auto reached = p.delivered(0, 0, 106);
+  EXPECT_TRUE(reached.store);
+  EXPECT_EQ(reached.read_again_ended_at, 105);
+  EXPECT_FALSE(p.replaying(0, 0, 104));
+  const auto after = p.delivered(0, 0, 110);
+  EXPECT_TRUE(after.store);
+  EXPECT_EQ(after.read_again_ended_at, std::nullopt);
+}
+
+TEST(PartitionPositions, ASnapshotAsOldAsTheWindowsStartsAtTheCommittedOffset) {
+  partition_positions p;
+  p.restore({{0, 0, 100}}, kNow - 60 * 60 * 1000);
+  p.assignment_begins();
+  (void)p.assigned(kP0, p.take_restored(kP0));
+  EXPECT_FALSE(p.start_behind_commit(kP0, 150, minutes(60), kNow));
+  EXPECT_EQ(of(p), (pairs{{0, 150}}));
+  EXPECT_FALSE(p.replaying(0, 0, 120));
+}
+
+// A snapshot's time comes from a file: one before 1970 (never written by sketchd) counts as
+// older than any window.
+TEST(PartitionPositions, ASnapshotFromBefore1970IsOlderThanAnyWindow) {
+  partition_positions p;
+  p.restore({{0, 0, 100}}, -5);
+  EXPECT_EQ(p.snapshot_age(kNow), milliseconds(std::numeric_limits<std::int64_t>::max()));
+  p.assignment_begins();
+  (void)p.assigned(kP0, p.take_restored(kP0));
+  EXPECT_FALSE(p.start_behind_commit(kP0, 150, minutes(60 * 24 * 365), kNow));
+}
+
+TEST(PartitionPositions, AReassignmentOrARevocationEndsTheReadingAgain) {
+  partition_positions p;
+  p.restore({{0, 0, 100}, {0, 1, 100}}, kNow);
+  p.assignment_begins();
+  (void)p.assigned(kP0, p.take_restored(kP0));
+  (void)p.assigned(kP1, p.take_restored(kP1));
+  ASSERT_TRUE(p.start_behind_commit(kP0, 150, minutes(60), kNow));
+  ASSERT_TRUE(p.start_behind_commit(kP1, 150, minutes(60), kNow));
+  (void)p.assigned(kP0, std::nullopt);
+  EXPECT_FALSE(p.replaying(0, 0, 120));
+  p.revoked(kP1);
+  EXPECT_FALSE(p.replaying(0, 1, 120));
+}
+
+}  // namespace
+}  // namespace sketchd

@@ -1,0 +1,481 @@
+// The processor's forwarding rules, with a fake forwarder in place of Kafka's producer:
+// which verdict goes to which output topic, when an input offset may be stored, what a
+// failed delivery, a full queue and a stop do, that a partition read again is not
+// forwarded, and the alert events sent to heavy_hitters.alerts_topic. The shell tests
+// (dedup_forward, forward_failure, delivery_faults, forward_large) check the same against
+// a broker.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <deque>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <numbers>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fake_forwarder.h"
+#include "sketchd/processor/kafka_forwarder.h"
+#include "sketchd/processor/processor.h"
+
+namespace sketchd {
+namespace {
+
+using kafka::error_code;
+using std::chrono::minutes;
+using test_support::fake_forwarder;
+
+constexpr std::int64_t kWallMs = 1'763'841'600'123;  // 2025-11-22T20:00:00.123Z
+
+pipeline_config dedup_pipeline(std::string name, std::optional<std::string> output_topic,
+                               std::optional<std::string> duplicates_topic) {
+  pipeline_config p;
+  p.name = std::move(name);
+  p.topics = {"events"};
+  p.item.from = item_source::key;
+  p.clock = clock_kind::wall;
+  p.dedup = dedup_config{.window = minutes(60),
+                         .capacity = 10000,
+                         .fpr = 0.001,
+                         .output_topic = std::move(output_topic),
+                         .duplicates_topic = std::move(duplicates_topic)};
+  return p;
+}
+
+pipeline_config alerting_pipeline() {
+  pipeline_config p;
+  p.name = "hot";
+  p.topics = {"events"};
+  p.item.from = item_source::key;
+  p.clock = clock_kind::wall;
+  p.heavy_hitters = heavy_hitters_config{.window = minutes(5),
+                                         .buckets = 5,
+                                         .epsilon = 0.001,
+                                         .delta = 0.01,
+                                         .top_k = 10,
+                                         .threshold = 0.05,
+                                         .alerts_topic = "alerts"};
+  return p;
+}
+
+config one_dedup_pipeline() {
+  config c;
+  c.pipelines.push_back(dedup_pipeline("orders", "unique", "dups"));
+  return c;
+}
+
+// Lines the "pipeline" and "kafka" loggers write while it lives.
+class captured_log {
+ public:
+  captured_log() {
+    for (const char* name : {"pipeline", "kafka"}) {
+      spdlog::drop(name);
+      spdlog::register_logger(std::make_shared<spdlog::logger>(
+          name, std::make_shared<spdlog::sinks::ostream_sink_st>(lines_)));
+    }
+  }
+  ~captured_log() {
+    spdlog::drop("pipeline");
+    spdlog::drop("kafka");
+  }
+  captured_log(const captured_log&) = delete;
+  captured_log& operator=(const captured_log&) = delete;
+  [[nodiscard]] std::string text() const { return lines_.str(); }
+  [[nodiscard]] std::size_t count(std::string_view what) const {
+    const std::string s = lines_.str();
+    std::size_t n = 0;
+    for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+  }
+
+ private:
+  std::ostringstream lines_;
+};
+
+// A processor of topic "events" (partitions 0 and 1 assigned) with the fake forwarder.
+struct fixture {
+  explicit fixture(config c = one_dedup_pipeline()) : cfg(std::move(c)) {
+    std::vector<pipeline*> writers;
+    for (const pipeline_config& pc : cfg.pipelines) {
+      pipes.push_back(std::make_unique<pipeline>(pc));
+      writers.push_back(pipes.back().get());
+    }
+    auto fake = std::make_unique<fake_forwarder>(output_topics(cfg));
+    out = fake.get();
+    proc = std::make_unique<processor>(cfg, writers, std::vector<std::string>{"events"},
+                                       std::move(fake), [this] {
+                                         ++stop_asked;
+                                         return stop_asked >= give_up_at;
+                                       });
+    proc->assignment_begins();
+    proc->assigned({0, 0}, std::nullopt);
+    proc->assigned({0, 1}, std::nullopt);
+  }
+
+  // Processes one message of `partition` per item (its key), at offsets from `from`;
+  // the records live as long as the fixture.
+  const std::vector<kafka::record>& process(std::int32_t partition, std::int64_t from,
+                                            const std::vector<std::string>& items) {
+    std::vector<kafka::record>& batch = batches.emplace_back();
+    for (const std::string& item : items) {
+      const std::string& key = keys.emplace_back(item);
+      kafka::record r;
+      r.partition = partition;
+      r.offset = from + static_cast<std::int64_t>(batch.size());
+      r.timestamp_ms = kWallMs - 1000;
+      r.view.key = key;
+      r.view.value = values.emplace_back(fmt::format("{{\"n\":{}}}", r.offset));
+      r.view.has_key = true;
+      batch.push_back(r);
+    }
+    proc->process(batch, kWallMs);
+    return batch;
+  }
+  // The offsets stored by a poll now, as (partition, next offset).
+  std::vector<std::pair<std::int32_t, std::int64_t>> stored() {
+    std::vector<kafka::partition_offset> offsets;
+    proc->poll(offsets);
+    std::vector<std::pair<std::int32_t, std::int64_t>> out;
+    for (const auto& o : offsets) out.emplace_back(o.partition, o.next_offset);
+    return out;
+  }
+  // A metric of the processor's collector (the first sample of the family).
+  double metric(std::string_view name) const {
+    std::vector<metrics::metric_family> families;
+    proc->collect(families);
+    for (const auto& f : families) {
+      if (f.name == name) return f.samples.at(0).value;
+    }
+    ADD_FAILURE() << "no " << name;
+    return -1;
+  }
+
+  config cfg;
+  std::vector<std::unique_ptr<pipeline>> pipes;
+  fake_forwarder* out = nullptr;  // owned by proc
+  int stop_asked = 0;
+  int give_up_at = 1'000'000;  // the stop check says to give up from its nth call on
+  std::unique_ptr<processor> proc;
+  std::deque<std::string> keys;
+  std::deque<std::string> values;
+  std::deque<std::vector<kafka::record>> batches;
+};
+
+using pairs = std::vector<std::pair<std::int32_t, std::int64_t>>;
+
+TEST(ProcessorForwarding, FirstSeenEventsGoToTheOutputTopicAndDuplicatesToTheDuplicatesTopic) {
+  fixture f;
+  const auto& batch = f.process(0, 0, {"a", "b", "a", "c", "b", "a"});
+  EXPECT_EQ(f.out->offsets("unique"), (std::vector<std::int64_t>{0, 1, 3}));
+  EXPECT_EQ(f.out->offsets("dups"), (std::vector<std::int64_t>{2, 4, 5}));
+  // The consumed message itself is handed over: Kafka's forwarder copies its key, value,
+  // headers and timestamp (see kafka_sink_test).
+  for (const auto& m : f.out->messages) {
+    EXPECT_EQ(m.record, &batch[static_cast<std::size_t>(m.record->offset)]);
+    EXPECT_EQ(m.key, batch[static_cast<std::size_t>(m.record->offset)].view.key);
+  }
+  f.out->acknowledge_all();
+  EXPECT_EQ(f.stored(), (pairs{{0, 6}}));
+  f.process(0, 6, {});  // the pipelines publish their counters with a batch
+  EXPECT_EQ(f.pipes[0]->counters().forwarded, 3u);
+  EXPECT_EQ(f.pipes[0]->counters().forward_failures, 0u);
+  EXPECT_EQ(f.metric("sketchd_dedup_duplicates_forwarded_total"), 3.0);
+}
+
+TEST(ProcessorForwarding, OnlyTheTopicsConfiguredAreForwardedTo) {
+  config c;
+  c.pipelines.push_back(dedup_pipeline("orders", std::nullopt, "dups"));
+  fixture f(c);
+  (void)f.process(0, 0, {"a", "a", "b"});
+  EXPECT_EQ(f.out->offsets("dups"), (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(f.out->messages.size(), 1u);
+  // Offsets without outputs are storable at once, up to the one waiting for its output.
+  EXPECT_EQ(f.stored(), (pairs{{0, 1}}));
+  f.out->acknowledge_all();
+  EXPECT_EQ(f.stored(), (pairs{{0, 3}}));
+}
+
+TEST(ProcessorForwarding,
+     AnOffsetIsStoredOnlyOnceTheOutputsOfItsMessageAndOfEveryEarlierOneAreAcknowledged) {
+  fixture f;
+  (void)f.process(0, 10, {"a", "b", "c", "d"});
+  EXPECT_EQ(f.out->in_flight(), 4u);
+  EXPECT_EQ(f.metric("sketchd_producer_queue_messages"), 4.0);
+  f.out->report(2);
+  f.out->report(3);
+  EXPECT_TRUE(f.stored().empty());  // 10 and 11 are not acknowledged
+  f.out->report(0);
+  EXPECT_EQ(f.stored(), (pairs{{0, 11}}));
+  EXPECT_FALSE(f.proc->quiescent());
+  f.out->report(1);
+  EXPECT_EQ(f.stored(), (pairs{{0, 14}}));
+  EXPECT_TRUE(f.proc->quiescent());
+}
+
+TEST(ProcessorForwarding, PartitionsAreStoredEachInItsOwnOrder) {
+  fixture f;
+  (void)f.process(0, 0, {"a", "b"});
+  (void)f.process(1, 0, {"c", "d"});
+  f.out->report(2);
+  f.out->report(3);
+  EXPECT_EQ(f.stored(), (pairs{{1, 2}}));
+  f.out->report(1);
+  EXPECT_TRUE(f.stored().empty());
+  f.out->report(0);
+  EXPECT_EQ(f.stored(), (pairs{{0, 2}}));
+}
+
+// Two pipelines of one topic forward the same message: its offset waits for both outputs.
+TEST(ProcessorForwarding, AMessageForwardedByTwoPipelinesWaitsForBothOutputs) {
+  config c = one_dedup_pipeline();
+  c.pipelines.push_back(dedup_pipeline("orders-copy", "copy", std::nullopt));
+  fixture f(c);
+  (void)f.process(0, 0, {"a"});
+  ASSERT_EQ(f.out->messages.size(), 2u);
+  EXPECT_EQ(f.out->messages[0].topic, "unique");
+  EXPECT_EQ(f.out->messages[1].topic, "copy");
+  f.out->report(1);
+  EXPECT_TRUE(f.stored().empty());
+  f.out->report(0);
+  EXPECT_EQ(f.stored(), (pairs{{0, 1}}));
+}
+
+TEST(ProcessorForwarding, AFailedDeliveryStopsConsumptionWithItsReason) {
+  captured_log log;
+  fixture f;
+  (void)f.process(0, 0, {"a", "b", "c"});
+  f.out->report(0);
+  f.out->report(1, error_code::msg_timed_out, "Local: Message timed out");
+  f.out->report(2);
+  EXPECT_EQ(f.stored(), (pairs{{0, 1}}));  // never past the failed message
+  EXPECT_TRUE(f.proc->failed());
+  EXPECT_FALSE(f.proc->quiescent());
+  const std::string reason =
+      "forwarding to topic unique failed (_MSG_TIMED_OUT: Local: Message timed out); "
+      "consumption stopped at topic events partition 0 offset 1, which will be read again after "
+      "a restart";
+  EXPECT_EQ(f.proc->failure_reason(), "pipeline orders: " + reason);
+  EXPECT_EQ(log.count("orders: " + reason), 1u) << log.text();
+  // Nothing more is forwarded: what follows is read again after a restart.
+  (void)f.process(0, 3, {"d", "e"});
+  EXPECT_EQ(f.out->messages.size(), 3u);
+  EXPECT_TRUE(f.stored().empty());
+  EXPECT_EQ(f.pipes[0]->counters().forward_failures, 1u);
+  EXPECT_EQ(f.metric("sketchd_consumption_stopped"), 0.0);
+  f.proc->consumption_stopped();
+  EXPECT_EQ(f.metric("sketchd_consumption_stopped"), 1.0);
+}
+
+// A message the forwarder refuses at once (the producer's message.max.bytes, an unknown
+// topic) stops consumption as a failed delivery does; the messages after it in the batch
+// are not forwarded.
+TEST(ProcessorForwarding, AMessageRefusedAtOnceStopsConsumptionAndNothingAfterItIsForwarded) {
+  captured_log log;
+  fixture f;
+  (void)f.process(0, 0, {"a"});
+  f.out->refuse = error_code::msg_size_too_large;
+  (void)f.process(0, 1, {"b", "c"});
+  f.out->refuse.reset();
+  EXPECT_EQ(f.out->offsets("unique"), (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(f.proc->failure_reason(),
+            "pipeline orders: forwarding to topic unique failed (MSG_SIZE_TOO_LARGE: Broker: "
+            "Message size too large); consumption stopped at topic events partition 0 offset 1, "
+            "which will be read again after a restart");
+  f.out->acknowledge_all();
+  EXPECT_EQ(f.stored(), (pairs{{0, 1}}));
+}
+
+// The producer's close at the stop drops what is still queued: counted as a forward
+// failure, but its own lines say why, so it is not reported as a failure of its own.
+TEST(ProcessorForwarding, AMessagePurgedAtTheCloseIsNotReportedAsAFailureOfItsOwn) {
+  captured_log log;
+  fixture f;
+  (void)f.process(0, 0, {"a"});
+  f.out->report(0, error_code::purge_queue, "Local: Purged in queue");
+  EXPECT_TRUE(f.stored().empty());
+  EXPECT_EQ(f.proc->failure_reason(), "");
+  EXPECT_EQ(log.count("failed"), 0u) << log.text();
+  (void)f.process(0, 1, {});
+  EXPECT_EQ(f.pipes[0]->counters().forward_failures, 1u);
+}
+
+// While the queue is full the processor waits, asking its stop check between tries; the
+// message is queued once there is room.
+TEST(ProcessorForwarding, AFullQueueIsWaitedOnWhileTheStopCheckSaysSo) {
+  fixture f;
+  f.out->full_tries = 5;
+  (void)f.process(0, 0, {"a", "b"});
+  EXPECT_EQ(f.stop_asked, 5);
+  EXPECT_EQ(f.out->offsets("unique"), (std::vector<std::int64_t>{0, 1}));
+  EXPECT_FALSE(f.proc->failed());
+}
+
+// A stop with the queue full gives up: the message is not a failure, it stays undelivered
+// and its offset is never stored (it is read again after the restart), and nothing after it
+// is forwarded, since that would be delivered again after the restart, and ahead of it.
+TEST(ProcessorForwarding, AStopWithTheQueueFullAbandonsTheRestWithoutAFailure) {
+  fixture f;
+  (void)f.process(0, 0, {"a"});
+  f.out->full_tries = 100;
+  f.give_up_at = 3;
+  (void)f.process(0, 1, {"b", "c"});
+  EXPECT_EQ(f.stop_asked, 3);
+  EXPECT_EQ(f.out->offsets("unique"), (std::vector<std::int64_t>{0}));
+  f.out->full_tries = 0;
+  (void)f.process(0, 3, {"d"});
+  EXPECT_EQ(f.out->offsets("unique"), (std::vector<std::int64_t>{0}));
+  EXPECT_FALSE(f.proc->failed());
+  EXPECT_EQ(f.proc->failure_reason(), "");
+  f.out->acknowledge_all();
+  EXPECT_EQ(f.stored(), (pairs{{0, 1}}));
+  EXPECT_FALSE(f.proc->quiescent());  // what was abandoned is not delivered
+}
+
+// A partition restored behind the group's committed offset is read into the windows again
+// up to it: its messages there are not forwarded (their outputs were delivered before) and
+// their offsets not stored (the group's commit would move back).
+TEST(ProcessorForwarding, APartitionReadAgainIsNotForwardedBeforeTheCommittedOffset) {
+  captured_log log;
+  fixture f;
+  f.proc->restore_positions({{0, 2, 100}}, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               std::chrono::system_clock::now().time_since_epoch())
+                                               .count());
+  const kafka::topic_partition tp{0, 2};
+  f.proc->assigned(tp, f.proc->take_restored_position(tp));
+  ASSERT_TRUE(f.proc->start_behind_commit(tp, 100, 105));
+  (void)f.process(2, 100, {"a", "b", "a"});
+  EXPECT_TRUE(f.out->messages.empty());
+  EXPECT_TRUE(f.stored().empty());
+  // Across the committed offset: forwarded from there on, stored from there on.
+  (void)f.process(2, 103, {"a", "c", "d", "a"});
+  EXPECT_EQ(f.out->offsets("unique"), (std::vector<std::int64_t>{105}));
+  EXPECT_EQ(f.out->offsets("dups"), (std::vector<std::int64_t>{106}));
+  EXPECT_EQ(f.stored(), (pairs{{2, 105}}));
+  EXPECT_EQ(
+      log.count("partition events [2]: read again up to offset 105; forwarding from there on"), 1u)
+      << log.text();
+  f.out->acknowledge_all();
+  EXPECT_EQ(f.stored(), (pairs{{2, 107}}));
+}
+
+TEST(ProcessorForwarding, FlushWaitsForTheOutputsAndStoresTheirOffsets) {
+  fixture f;
+  (void)f.process(0, 0, {"a", "b"});
+  std::vector<kafka::partition_offset> offsets;
+  EXPECT_FALSE(f.proc->flush(std::chrono::milliseconds(10), offsets));
+  EXPECT_TRUE(offsets.empty());
+  f.out->flush_acknowledges = true;
+  EXPECT_TRUE(f.proc->flush(std::chrono::milliseconds(10), offsets));
+  ASSERT_EQ(offsets.size(), 1u);
+  EXPECT_EQ(offsets[0].next_offset, 2);
+  EXPECT_TRUE(f.proc->quiescent());
+}
+
+TEST(ProcessorForwarding, AFatalForwarderErrorIsPassedOn) {
+  fixture f;
+  EXPECT_EQ(f.proc->fatal_error(), std::nullopt);
+  f.out->fatal = "Fatal idempotent producer error (OUT_OF_ORDER_SEQUENCE_NUMBER)";
+  EXPECT_EQ(f.proc->fatal_error(), f.out->fatal);
+}
+
+TEST(ProcessorForwarding, AnOutputTopicWithoutAForwarderIsRefused) {
+  const config c = one_dedup_pipeline();
+  pipeline p(c.pipelines[0]);
+  EXPECT_THROW(processor(c, {&p}, {"events"}, nullptr, {}), std::invalid_argument);
+}
+
+// 20 messages of "hot": it enters the heavy set (an estimate of 10, the tracker's minimum,
+// is 100% of the window) and its event goes to the alerts topic, keyed by the item.
+struct alert_fixture : fixture {
+  alert_fixture() : fixture(alerts_config()) {}
+  static config alerts_config() {
+    config c;
+    c.pipelines.push_back(alerting_pipeline());
+    return c;
+  }
+  void send_hot() { (void)process(0, 0, std::vector<std::string>(20, "hot")); }
+};
+
+TEST(ProcessorForwarding, AHeavyHitterEventIsSentAsJsonToTheAlertsTopic) {
+  alert_fixture f;
+  f.send_hot();
+  ASSERT_EQ(f.out->messages.size(), 1u);
+  const auto& m = f.out->messages[0];
+  EXPECT_EQ(m.topic, "alerts");
+  EXPECT_EQ(m.key, "hot");
+  EXPECT_EQ(m.timestamp_ms, kWallMs);
+  const nlohmann::json e = nlohmann::json::parse(m.value);
+  EXPECT_EQ(e.size(), 10u) << m.value;
+  EXPECT_EQ(e["pipeline"], "hot");
+  EXPECT_EQ(e["event"], "enter");
+  EXPECT_EQ(e["item"], "hot");
+  EXPECT_EQ(e["estimate"], 10);
+  EXPECT_EQ(e["window_items"], 10);
+  EXPECT_EQ(e["ratio"], 1.0);
+  EXPECT_EQ(e["threshold"], 0.05);
+  // ε·N with the sketch's ε = e/w, w = ⌈e/0.001⌉ = 2719.
+  EXPECT_DOUBLE_EQ(e["error_bound"].get<double>(), std::numbers::e / 2719.0 * 10);
+  EXPECT_EQ(e["time"], "2025-11-22T20:00:00.123Z");
+  EXPECT_EQ(e["timestamp_ms"], kWallMs);
+  // Alert events take no part in the input offsets.
+  EXPECT_EQ(f.stored(), (pairs{{0, 20}}));
+  f.out->report(0);
+  (void)f.stored();
+  EXPECT_EQ(f.metric("sketchd_heavy_hitter_alerts_sent_total"), 1.0);
+}
+
+// An alert event that cannot be sent is counted and warned about (one line every 10 s at
+// most, the others told at the stop); consumption goes on.
+TEST(ProcessorForwarding, AnAlertEventNotSentIsWarnedAboutWithoutStoppingConsumption) {
+  captured_log log;
+  alert_fixture f;
+  f.send_hot();
+  f.out->report(0, error_code::topic_authorization_failed, "Broker: Topic authorization failed");
+  (void)f.stored();
+  EXPECT_FALSE(f.proc->failed());
+  EXPECT_EQ(f.metric("sketchd_heavy_hitter_alert_failures_total"), 1.0);
+  EXPECT_EQ(log.count("hot: a heavy-hitter event could not be sent to topic alerts: Broker: Topic "
+                      "authorization failed (1 event(s) of all pipelines not sent since the last "
+                      "such line)"),
+            1u)
+      << log.text();
+  // Refused at once, the next one is held back, and told at the stop.
+  f.out->refuse = error_code::msg_size_too_large;
+  (void)f.process(0, 20, std::vector<std::string>(10, "other"));
+  EXPECT_EQ(f.metric("sketchd_heavy_hitter_alert_failures_total"), 2.0);
+  EXPECT_EQ(log.count("a heavy-hitter event could not be sent"), 1u) << log.text();
+  f.proc->log_held_back_warnings();
+  EXPECT_EQ(log.count("1 more heavy-hitter event(s) of all pipelines could not be sent"), 1u)
+      << log.text();
+}
+
+// Messages without a usable item are warned about once per 10 s per pipeline, with the
+// count by reason and one such message's place; what is held back is told at the stop.
+TEST(ProcessorForwarding, SkippedMessagesAreWarnedAboutOnceAnIntervalWithAnExample) {
+  captured_log log;
+  config c;
+  c.pipelines.push_back(dedup_pipeline("orders", std::nullopt, std::nullopt));
+  c.pipelines[0].item.from = item_source::json;
+  c.pipelines[0].item.path = "/id";
+  fixture f(c);
+  (void)f.process(0, 0, {"a", "b", "c"});  // values {"n":…}: no /id
+  EXPECT_EQ(log.count("orders: skipped 3 message(s) without a usable item (3 missing_field); one "
+                      "is at topic events partition 0 offset 0"),
+            1u)
+      << log.text();
+  (void)f.process(0, 3, {"d", "e"});
+  EXPECT_EQ(log.count("skipped"), 1u);
+  f.proc->log_held_back_warnings();
+  EXPECT_EQ(log.count("orders: skipped 2 message(s) without a usable item (2 missing_field); one "
+                      "is at topic events partition 0 offset 3"),
+            1u)
+      << log.text();
+}
+
+}  // namespace
+}  // namespace sketchd
