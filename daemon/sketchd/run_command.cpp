@@ -40,6 +40,7 @@
 #include "sketchd/generator/generator.h"
 #include "sketchd/http/server.h"
 #include "sketchd/kafka/mock_cluster.h"
+#include "sketchd/kafka/property_policy.h"
 #include "sketchd/kafka/source.h"
 #include "sketchd/metrics/metrics.h"
 #include "sketchd/pipeline/pipeline.h"
@@ -697,7 +698,7 @@ int run(const config& cfg) {
   kafka_log->info("consuming topic(s) {} as group {} from {}", fmt::join(so.topics, ", "),
                   so.group_id, bootstrap);
   for (const auto& [k, v] : cfg.kafka.properties)
-    kafka_log->debug("kafka property {} = {}", k, redact_property(k, v));
+    kafka_log->debug("kafka property {} = {}", k, kafka::redact_property(k, v));
 
   // Delivers everything in flight, then writes the pipelines' state with the positions it
   // reflects. Skipped (and counted as a failure) when some output is not delivered. A

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sketchd/commands.h"
+#include "sketchd/kafka/property_policy.h"
 
 namespace sketchd {
 namespace {
@@ -1638,19 +1639,19 @@ TEST(ConfigValues, TopicNamesFollowKafkasRules) {
 }
 
 TEST(ConfigValues, SecretPropertiesAreRedactedForLogging) {
-  EXPECT_TRUE(is_secret_property("sasl.password"));
-  EXPECT_TRUE(is_secret_property("SASL.PASSWORD"));
-  EXPECT_TRUE(is_secret_property("sasl.oauthbearer.client.secret"));
-  EXPECT_TRUE(is_secret_property("sasl.jaas.config"));
-  EXPECT_TRUE(is_secret_property("ssl.key.password"));
-  EXPECT_TRUE(is_secret_property("ssl.key.pem"));
-  EXPECT_TRUE(is_secret_property("ssl_key"));
+  EXPECT_TRUE(kafka::is_secret_property("sasl.password"));
+  EXPECT_TRUE(kafka::is_secret_property("SASL.PASSWORD"));
+  EXPECT_TRUE(kafka::is_secret_property("sasl.oauthbearer.client.secret"));
+  EXPECT_TRUE(kafka::is_secret_property("sasl.jaas.config"));
+  EXPECT_TRUE(kafka::is_secret_property("ssl.key.password"));
+  EXPECT_TRUE(kafka::is_secret_property("ssl.key.pem"));
+  EXPECT_TRUE(kafka::is_secret_property("ssl_key"));
   // It may carry tokens or extensions; librdkafka redacts it in its own dumps too.
-  EXPECT_TRUE(is_secret_property("sasl.oauthbearer.config"));
-  EXPECT_FALSE(is_secret_property("sasl.username"));
-  EXPECT_FALSE(is_secret_property("ssl.ca.location"));
-  EXPECT_EQ(redact_property("sasl.password", "hunter2"), "<redacted>");
-  EXPECT_EQ(redact_property("client.id", "me"), "me");
+  EXPECT_TRUE(kafka::is_secret_property("sasl.oauthbearer.config"));
+  EXPECT_FALSE(kafka::is_secret_property("sasl.username"));
+  EXPECT_FALSE(kafka::is_secret_property("ssl.ca.location"));
+  EXPECT_EQ(kafka::redact_property("sasl.password", "hunter2"), "<redacted>");
+  EXPECT_EQ(kafka::redact_property("client.id", "me"), "me");
 }
 
 TEST(ConfigValues, EnumsFormatWithTheirConfigurationNames) {
