@@ -9,6 +9,7 @@
 #include "sketchd/app/preflight.h"
 #include "sketchd/processor/kafka_forwarder.h"
 #include "sketchd/app/wall_clock.h"
+#include "sketchd/kafka/property_policy.h"
 #include "sketchd/util/logging.h"
 
 namespace sketchd::app {
@@ -169,7 +170,7 @@ void app::start_source() {
   log->info("consuming topic(s) {} as group {} from {}", fmt::join(topics_, ", "),
             cfg_.kafka.group_id, bootstrap_);
   for (const auto& [k, v] : cfg_.kafka.properties)
-    log->debug("kafka property {} = {}", k, redact_property(k, v));
+    log->debug("kafka property {} = {}", k, kafka::redact_property(k, v));
 }
 
 void app::on_revoke(std::span<const kafka::topic_partition> revoked) {

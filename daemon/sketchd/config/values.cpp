@@ -1,13 +1,15 @@
 // Value syntax of the configuration: durations, counts, reals, ${VAR} substitution, and
-// the small helpers around them. See config.h for the rules.
+// the small helpers around them. See values.h for the rules.
+#include "sketchd/config/values.h"
+
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
-
-#include "sketchd/config/config.h"
 
 namespace sketchd {
 namespace {
@@ -232,23 +234,6 @@ bool is_valid_topic_name(std::string_view name) noexcept {
     return c == '.' || c == '_' || c == '-' || is_digit(c) || (c >= 'A' && c <= 'Z') ||
            (c >= 'a' && c <= 'z');
   });
-}
-
-bool is_secret_property(std::string_view key) noexcept {
-  const auto lower = [](char c) {
-    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-  };
-  for (std::string_view marker : {"password", "secret", "sasl.jaas", "ssl.key", "ssl_key",
-                                  "sasl.oauthbearer.config", "token"}) {
-    const auto it = std::search(key.begin(), key.end(), marker.begin(), marker.end(),
-                                [&](char a, char b) { return lower(a) == b; });
-    if (it != key.end()) return true;
-  }
-  return false;
-}
-
-std::string redact_property(std::string_view key, std::string_view value) {
-  return is_secret_property(key) ? std::string("<redacted>") : std::string(value);
 }
 
 std::optional<std::string> process_getenv(std::string_view name) {

@@ -1,6 +1,6 @@
 // librdkafka's properties as the configuration checks them, without librdkafka's types:
 // one property at a time, as librdkafka reads it, and the removal of secret values from
-// its messages.
+// its messages. What sketchd allows on top of librdkafka is kafka/property_policy.h.
 #pragma once
 
 #include <string>
