@@ -1,10 +1,15 @@
 // Building librdkafka clients from the user's properties, and the errors that come out:
 // messages name the property and the context, never a property's value.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sketchd/kafka/client.h"
 #include "sketchd/kafka/error.h"
@@ -99,54 +104,97 @@ TEST(Redact, HidesWholeValuesLongestFirstAndSparesLongerWords) {
   EXPECT_EQ(redact("nothing to hide", {"", "secret"}), "nothing to hide");
 }
 
+// The lines the "kafka" logger receives while it lives, as "LEVEL MESSAGE".
+class kafka_lines {
+ public:
+  kafka_lines() {
+    spdlog::drop("kafka");
+    auto logger = std::make_shared<spdlog::logger>(
+        "kafka", std::make_shared<spdlog::sinks::ostream_sink_st>(out_));
+    logger->set_pattern("%l %v");
+    logger->set_level(spdlog::level::debug);
+    spdlog::register_logger(logger);
+  }
+  ~kafka_lines() { spdlog::drop("kafka"); }
+  kafka_lines(const kafka_lines&) = delete;
+  kafka_lines& operator=(const kafka_lines&) = delete;
+
+  // The lines received since the last call.
+  std::vector<std::string> take() {
+    std::vector<std::string> lines;
+    std::istringstream in(out_.str());
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    out_.str({});
+    return lines;
+  }
+
+ private:
+  std::ostringstream out_;
+};
+
+using lines = std::vector<std::string>;
+
 // librdkafka's warnings and errors: one line per facility and broker every interval, then
 // the next says how many were held back; other brokers and facilities are not held up.
-TEST(LogLimiter, OneLinePerFacilityAndBrokerPerInterval) {
+TEST(LibrdkafkaLog, OneLinePerFacilityAndBrokerPerInterval) {
   using namespace std::chrono_literals;
-  log_limiter limiter(10s);
+  kafka_lines written;
+  librdkafka_log log(10s);
   const auto t0 = std::chrono::steady_clock::time_point{} + 1h;
-  const std::string_view a = "sasl_ssl://127.0.0.1:9092/bootstrap";
-  const auto line = [&](std::string_view broker, std::string_view why) {
-    return std::string(broker) + ": " + std::string(why);
-  };
-  EXPECT_EQ(limiter.admit("FAIL", line(a, "SASL authentication error"), t0), 0u);
+  const std::string a = "sasl_ssl://127.0.0.1:9092/bootstrap";
+  log.write(3, "FAIL (consumer)", a + ": SASL authentication error", t0);
+  EXPECT_EQ(written.take(), lines{"error FAIL (consumer): " + a + ": SASL authentication error"});
   // The same broker failing another way, then the first way again: held back.
-  EXPECT_EQ(limiter.admit("FAIL", line(a, "Disconnected while requesting ApiVersion"), t0 + 1s),
-            std::nullopt);
-  EXPECT_EQ(limiter.admit("FAIL", line(a, "SASL authentication error"), t0 + 2s), std::nullopt);
-  // Another broker, or another facility of the same one: shown.
-  EXPECT_EQ(limiter.admit("FAIL", line("sasl_ssl://127.0.0.1:9093/2", "refused"), t0 + 2s), 0u);
-  EXPECT_EQ(limiter.admit("REQTMOUT", line(a, "timed out"), t0 + 2s), 0u);
+  log.write(3, "FAIL (consumer)", a + ": Disconnected while requesting ApiVersion", t0 + 1s);
+  log.write(3, "FAIL (consumer)", a + ": SASL authentication error", t0 + 2s);
+  EXPECT_EQ(written.take(), lines{});
+  // Another broker, another facility of the same one, or the same one's lines from the
+  // other client: shown.
+  log.write(3, "FAIL (consumer)", "sasl_ssl://127.0.0.1:9093/2: refused", t0 + 2s);
+  log.write(4, "REQTMOUT (consumer)", a + ": timed out", t0 + 2s);
+  log.write(3, "FAIL (producer)", a + ": SASL authentication error", t0 + 2s);
+  EXPECT_EQ(written.take(), (lines{"error FAIL (consumer): sasl_ssl://127.0.0.1:9093/2: refused",
+                                   "warning REQTMOUT (consumer): " + a + ": timed out",
+                                   "error FAIL (producer): " + a + ": SASL authentication error"}));
   // After the interval: shown, with the two held back.
-  EXPECT_EQ(limiter.admit("FAIL", line(a, "SASL authentication error"), t0 + 10s), 2u);
-  EXPECT_EQ(limiter.admit("FAIL", line(a, "SASL authentication error"), t0 + 11s), std::nullopt);
-  // A line without a broker is its own key.
-  EXPECT_EQ(limiter.admit("CONFWARN", "Configuration property x is deprecated", t0), 0u);
+  log.write(3, "FAIL (consumer)", a + ": SASL authentication error", t0 + 10s);
+  log.write(3, "FAIL (consumer)", a + ": SASL authentication error", t0 + 11s);
+  EXPECT_EQ(written.take(), lines{"error FAIL (consumer): " + a +
+                                  ": SASL authentication error (2 more such line(s) held back in "
+                                  "the last 10 s)"});
+  // A line without a broker is its own key; info and debug lines are never held back.
+  log.write(4, "CONFWARN", "Configuration property x is deprecated", t0);
+  log.write(6, "INIT", a + ": ready", t0);
+  log.write(6, "INIT", a + ": ready", t0);
+  EXPECT_EQ(written.take(), (lines{"warning CONFWARN: Configuration property x is deprecated",
+                                   "info INIT: " + a + ": ready", "info INIT: " + a + ": ready"}));
 }
 
 // Lines held back and then silence (the broker recovered): told once the interval has
-// passed, by the last of them, with the count; nothing when nothing was held back.
-TEST(LogLimiter, TellsHeldLinesOnceTheIntervalPassesWithoutAnother) {
+// passed, by the last of them at its level, with the count; nothing when nothing was held
+// back.
+TEST(LibrdkafkaLog, TellsHeldLinesOnceTheIntervalPassesWithoutAnother) {
   using namespace std::chrono_literals;
-  log_limiter limiter(10s);
+  kafka_lines written;
+  librdkafka_log log(10s);
   const auto t0 = std::chrono::steady_clock::time_point{} + 1h;
-  EXPECT_EQ(limiter.admit("FAIL", "b1: refused", t0, 3), 0u);
-  EXPECT_EQ(limiter.admit("FAIL", "b1: timed out", t0 + 1s, 4), std::nullopt);
-  EXPECT_EQ(limiter.admit("FAIL", "b1: refused", t0 + 2s, 3), std::nullopt);
-  EXPECT_EQ(limiter.admit("CONFWARN", "deprecated", t0 + 2s, 4), 0u);
-  EXPECT_TRUE(limiter.take_overdue(t0 + 9s).empty());
-  const auto held = limiter.take_overdue(t0 + 12s);
-  ASSERT_EQ(held.size(), 1u);
-  EXPECT_EQ(held[0].facility, "FAIL");
-  EXPECT_EQ(held[0].text, "b1: refused");
-  EXPECT_EQ(held[0].level, 3);
-  EXPECT_EQ(held[0].held, 2u);
-  EXPECT_EQ(held[0].over, 12s);
-  EXPECT_EQ(held[0].ago, 10s);  // it came at t0 + 2 s: said late, and the line says so
-  // Told once; they count as shown then, so the next line waits a whole interval again.
-  EXPECT_TRUE(limiter.take_overdue(t0 + 12s).empty());
-  EXPECT_EQ(limiter.admit("FAIL", "b1: refused", t0 + 13s, 3), std::nullopt);
-  EXPECT_EQ(limiter.admit("FAIL", "b1: refused", t0 + 22s, 3), 1u);
+  log.write(3, "FAIL (consumer)", "b1: refused", t0);
+  log.write(4, "FAIL (consumer)", "b1: timed out", t0 + 1s);
+  log.write(3, "FAIL (consumer)", "b1: refused", t0 + 2s);
+  log.write(4, "CONFWARN", "deprecated", t0 + 2s);
+  log.tell_held(t0 + 9s);
+  EXPECT_EQ(written.take(),
+            (lines{"error FAIL (consumer): b1: refused", "warning CONFWARN: deprecated"}));
+  log.tell_held(t0 + 12s);
+  // It came at t0 + 2 s: said late, and the line says so.
+  EXPECT_EQ(written.take(), lines{"error FAIL (consumer): b1: refused (said 10 s ago and held "
+                                  "back, the last of 2 such line(s) in the last 12 s)"});
+  log.tell_held(t0 + 12s);
+  EXPECT_EQ(written.take(), lines{}) << "told once";
+  // Told, they end the interval: the next line begins a new one.
+  log.write(4, "FAIL (consumer)", "b1: timed out", t0 + 13s);
+  log.write(3, "FAIL (consumer)", "b1: refused", t0 + 14s);
+  EXPECT_EQ(written.take(), lines{"warning FAIL (consumer): b1: timed out"});
 }
 
 TEST(KafkaError, MessageNamesOperationContextAndCode) {

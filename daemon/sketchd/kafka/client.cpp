@@ -23,29 +23,36 @@ spdlog::level::level_enum to_spdlog_level(int syslog_level) noexcept {
   return spdlog::level::debug;
 }
 
-constexpr std::chrono::seconds kLogInterval{10};
-
-log_limiter& librdkafka_log_limiter() {
-  static log_limiter limiter(kLogInterval);
-  return limiter;
-}
-
 // KIND is librdkafka's facility and the client, as "FAIL (consumer)": in the JSON log,
 // fields of their own.
 void write_line(int level, std::string_view kind, std::string_view text, std::string_view note) {
   if (const auto logger = spdlog::get("kafka")) {
-    std::string fields = "\"facility\":";
     const std::size_t open = kind.find(" (");
-    json::append_string(fields, kind.substr(0, open));
-    if (open != std::string_view::npos && kind.ends_with(')')) {
-      fields += ",\"client\":";
-      json::append_string(fields, kind.substr(open + 2, kind.size() - open - 3));
-    }
-    const log_fields in_json(std::move(fields));
+    nlohmann::json fields{{"facility", kind.substr(0, open)}};
+    if (open != std::string_view::npos && kind.ends_with(')'))
+      fields["client"] = kind.substr(open + 2, kind.size() - open - 3);
+    const log_fields in_json(json::members(fields));
     logger->log(to_spdlog_level(level), "{}: {}{}", kind, text, note);
   } else {
     fmt::print(stderr, "%{}|{}| {}{}\n", level, kind, text, note);
   }
+}
+
+// The limit's key of a line: its kind, then (after a NUL, which a C string as librdkafka's
+// facility cannot hold) the text up to its first ": ".
+std::string line_key(std::string_view kind, std::string_view text) {
+  const std::string_view about = text.substr(0, std::min(text.find(": "), text.size()));
+  std::string key;
+  key.reserve(kind.size() + 1 + about.size());
+  key.append(kind).append(1, '\0').append(about);
+  return key;
+}
+
+constexpr std::chrono::seconds kLogInterval{10};
+
+librdkafka_log& process_log() {
+  static librdkafka_log log(kLogInterval);
+  return log;
 }
 
 // Called from librdkafka's threads; must not let anything escape, and calls nothing of
@@ -59,17 +66,7 @@ void log_line(const rd_kafka_t* handle, int level, const char* facility, const c
             ? std::string(facility)
             : fmt::format("{} ({})", facility,
                           rd_kafka_type(handle) == RD_KAFKA_CONSUMER ? "consumer" : "producer");
-    std::string note;
-    if (level <= 4) {  // warnings and errors; info and debug lines are asked for
-      const auto held =
-          librdkafka_log_limiter().admit(kind, text, std::chrono::steady_clock::now(), level);
-      if (!held) return;
-      if (*held > 0) {
-        note = fmt::format(" ({} more such line(s) held back in the last {} s)", *held,
-                           kLogInterval.count());
-      }
-    }
-    write_line(level, kind, text, note);
+    process_log().write(level, kind, text, std::chrono::steady_clock::now());
   } catch (...) {  // NOLINT(bugprone-empty-catch): a log line is not worth a crash
   }
 }
@@ -86,63 +83,44 @@ std::string_view trim_right(std::string_view s) noexcept {
 
 }  // namespace
 
-std::optional<std::uint64_t> log_limiter::admit(std::string_view facility, std::string_view text,
-                                                std::chrono::steady_clock::time_point now,
-                                                int level) {
-  const std::string_view about = text.substr(0, std::min(text.find(": "), text.size()));
-  std::string key;
-  key.reserve(facility.size() + 1 + about.size());
-  key.append(facility).append("|").append(about);
-  const std::lock_guard lock(mutex_);
-  auto it = entries_.find(key);
-  if (it == entries_.end()) {
-    if (entries_.size() >= kMaxKeys) entries_.clear();
-    entries_.emplace(std::move(key), entry{now, 0, level, std::string(facility), {}, now});
-    return 0;
-  }
-  entry& e = it->second;
-  if (now - e.shown < interval_) {
-    ++e.held;
-    e.level = level;
-    e.last_held.assign(text);
-    e.last_held_at = now;
-    return std::nullopt;
-  }
-  const std::uint64_t held = e.held;
-  e.shown = now;
-  e.held = 0;
-  e.last_held.clear();
-  return held;
-}
-
-std::vector<log_limiter::held_line> log_limiter::take_overdue(
-    std::chrono::steady_clock::time_point now) {
-  std::vector<held_line> out;
-  const std::lock_guard lock(mutex_);
-  for (auto& [key, e] : entries_) {
-    if (e.held == 0 || now - e.shown < interval_) continue;
-    out.push_back({e.level, e.facility, std::move(e.last_held), e.held,
-                   std::chrono::duration_cast<std::chrono::seconds>(now - e.shown),
-                   std::chrono::duration_cast<std::chrono::seconds>(now - e.last_held_at)});
-    e.shown = now;
-    e.held = 0;
-    e.last_held.clear();
-  }
-  return out;
-}
-
-void log_held_back_lines() {
+void librdkafka_log::write(int level, std::string_view kind, std::string_view text,
+                           std::chrono::steady_clock::time_point now) noexcept {
   try {
-    for (const auto& line :
-         librdkafka_log_limiter().take_overdue(std::chrono::steady_clock::now())) {
-      write_line(line.level, line.facility, line.text,
-                 fmt::format(" (said {} s ago and held back, the last of {} such line(s) in the "
-                             "last {} s)",
-                             line.ago.count(), line.held, line.over.count()));
+    std::string note;
+    if (level <= 4) {  // warnings and errors; info and debug lines are asked for
+      // The level goes with the text kept of a line held back (its first character): the
+      // line that tells it is written at that level.
+      std::string kept(1, static_cast<char>('0' + std::clamp(level, 0, 9)));
+      kept.append(text);
+      const auto held = limit_.admit(line_key(kind, text), now, kept);
+      if (!held) return;
+      if (*held > 0) {
+        note = fmt::format(" ({} more such line(s) held back in the last {} s)", *held,
+                           std::chrono::duration_cast<std::chrono::seconds>(interval_).count());
+      }
     }
+    write_line(level, kind, text, note);
   } catch (...) {  // NOLINT(bugprone-empty-catch): a log line is not worth a crash
   }
 }
+
+void librdkafka_log::tell_held(std::chrono::steady_clock::time_point now) noexcept {
+  try {
+    limit_.take_overdue(now, [](const std::string& key, const log_rate_limit::held_back& held) {
+      const std::string_view kind(key.data(), key.find('\0'));
+      const std::string_view kept = held.last.empty() ? "4" : std::string_view(held.last);
+      write_line(kept.front() - '0', kind, kept.substr(1),
+                 fmt::format(" (said {} s ago and held back, the last of {} such line(s) in the "
+                             "last {} s)",
+                             std::chrono::duration_cast<std::chrono::seconds>(held.ago).count(),
+                             held.count,
+                             std::chrono::duration_cast<std::chrono::seconds>(held.over).count()));
+    });
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a log line is not worth a crash
+  }
+}
+
+void log_held_back_lines() { process_log().tell_held(std::chrono::steady_clock::now()); }
 
 client_config::client_config() : conf_(rd_kafka_conf_new()) {
   rd_kafka_conf_set_log_cb(conf_.get(), &log_line);

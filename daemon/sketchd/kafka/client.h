@@ -9,7 +9,7 @@
 // quote the value; such strings are cleaned before they are used.
 //
 // librdkafka's log lines go to the spdlog logger named "kafka" when one is registered,
-// and to stderr otherwise.
+// and to stderr otherwise (librdkafka_log).
 #pragma once
 
 #include <librdkafka/rdkafka.h>
@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,6 +25,7 @@
 
 #include "sketchd/kafka/error.h"
 #include "sketchd/kafka/properties.h"
+#include "sketchd/util/rate_limit.h"
 
 namespace sketchd::kafka {
 
@@ -129,53 +129,36 @@ void throw_if_error(rd_kafka_resp_err_t err, std::string_view operation,
 void throw_if_error(rd_kafka_error_t* error, std::string_view operation,
                     error_context context = {});
 
-// librdkafka's warnings and errors, at most one line per facility and broker every
+// librdkafka's log lines, written to the spdlog logger named "kafka" (stderr when none is
+// registered); its warnings and errors at most one line per facility and broker every
 // `interval`: a broker that fails each connection attempt in one of two ways in turn (a
 // SASL or TLS mismatch) defeats librdkafka's own suppression of identical lines, and would
 // log every attempt. The key is the facility and the text up to its first ": " (the
 // broker's name, in librdkafka's lines about a broker). The lines held back are told by the
-// next line shown, or, should none come (the broker recovered), by take_overdue() once the
+// next line shown, or, should none come (the broker recovered), by tell_held() once the
 // interval has passed. Thread-safe.
-class log_limiter {
+class librdkafka_log {
  public:
-  explicit log_limiter(std::chrono::milliseconds interval) : interval_(interval) {}
-  // nullopt: hold the line back; otherwise show it, and this many of its key were held back
-  // since the last one shown.
-  [[nodiscard]] std::optional<std::uint64_t> admit(std::string_view facility, std::string_view text,
-                                                   std::chrono::steady_clock::time_point now,
-                                                   int level = 3);
+  explicit librdkafka_log(std::chrono::steady_clock::duration interval)
+      : interval_(interval), limit_(interval) {}
 
-  // The last line held back of each key whose interval has passed with no line shown, and
-  // how many were held back: those lines count as shown now.
-  struct held_line {
-    int level;  // syslog's, as librdkafka gives it
-    std::string facility;
-    std::string text;
-    std::uint64_t held;
-    std::chrono::seconds over;  // since the last line of its key shown
-    std::chrono::seconds ago;   // since the line held back came
-  };
-  [[nodiscard]] std::vector<held_line> take_overdue(std::chrono::steady_clock::time_point now);
+  // Writes librdkafka's line `text` of syslog `level` (0 emergency … 7 debug) from `kind`,
+  // its facility and client ("FAIL (consumer)"), unless the limit holds it back. Never
+  // throws.
+  void write(int level, std::string_view kind, std::string_view text,
+             std::chrono::steady_clock::time_point now) noexcept;
+
+  // Writes the last line held back of each key whose interval has passed, with how many
+  // were held back. Never throws.
+  void tell_held(std::chrono::steady_clock::time_point now) noexcept;
 
  private:
-  struct entry {
-    std::chrono::steady_clock::time_point shown;
-    std::uint64_t held = 0;
-    int level = 3;
-    std::string facility;
-    std::string last_held;
-    std::chrono::steady_clock::time_point last_held_at;
-  };
-  // Bounded: a key per facility and broker; should a cluster's names ever pass this, the
-  // keys start afresh.
-  static constexpr std::size_t kMaxKeys = 1024;
-  std::chrono::milliseconds interval_;
-  std::mutex mutex_;
-  std::map<std::string, entry, std::less<>> entries_;
+  std::chrono::steady_clock::duration interval_;
+  keyed_rate_limit limit_;
 };
 
-// Logs what librdkafka's log callback holds back (log_limiter::take_overdue) of every
-// client of the process. Cheap when nothing is held; the consumer's poller calls it.
+// Tells what the log lines of every librdkafka client of the process hold back
+// (librdkafka_log::tell_held). Cheap when nothing is held; the consumer's poller calls it.
 void log_held_back_lines();
 
 // Errors that librdkafka reports twice: a broker connection that failed (cannot resolve,

@@ -37,7 +37,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -47,16 +46,20 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "sketchd/kafka/error.h"
+#include "sketchd/kafka/statistics.h"
 #include "sketchd/pipeline/extractor.h"
+#include "sketchd/util/rate_limit.h"
 
 struct rd_kafka_s;
 struct rd_kafka_message_s;
 
 namespace sketchd::kafka {
+
+class read_ahead;
+class rebalance_handler;
 
 struct source_options {
   std::string bootstrap_servers;
@@ -112,9 +115,10 @@ struct partition_lag {
 };
 
 // Not thread-safe, one owner (the processing thread), except lag(), brokers_up(),
-// consume_errors(), assigned_partitions(), assigned_once() and fatal_error(), which any
-// thread may call. The poller
-// thread is internal.
+// consume_errors(), assigned_partitions(), assigned_once(), commit_failures(),
+// uncommitted_messages() and fatal_error(), which any thread may call. The poller thread
+// (sketchd/kafka/read_ahead.h) and the rebalance handling (sketchd/kafka/rebalance.h) are
+// internal.
 class source {
  public:
   // Creates the consumer and subscribes. Throws kafka_error for a bad property (named,
@@ -138,40 +142,31 @@ class source {
   // Called inside poll_batch() (or close()) before partitions are revoked, after the
   // messages that belong to them are dropped from the batches not yet handed over; the
   // stored offsets are committed right after the hook returns.
-  void on_revoke(std::function<void(std::span<const topic_partition>)> hook) {
-    on_revoke_ = std::move(hook);
-  }
+  void on_revoke(std::function<void(std::span<const topic_partition>)> hook);
   // Called inside poll_batch() when a partition is assigned: the offset to start at, or
   // nullopt for the committed offset (or auto.offset.reset).
-  void on_assign(std::function<std::optional<std::int64_t>(const topic_partition&)> hook) {
-    on_assign_ = std::move(hook);
-  }
+  void on_assign(std::function<std::optional<std::int64_t>(const topic_partition&)> hook);
   // Called inside poll_batch() at every assignment, before on_assign for each of its
   // partitions: also for an assignment of none.
-  void on_assignment(std::function<void()> hook) { on_assignment_ = std::move(hook); }
+  void on_assignment(std::function<void()> hook);
   // Called inside poll_batch(), after on_assign, for a partition whose start from on_assign
   // is behind the group's committed offset: true to start there anyway (the messages up to
   // the committed offset are read again), false to start at the committed offset. Without
   // the hook, such a partition starts at the committed offset.
   void on_start_behind_commit(
-      std::function<bool(const topic_partition&, std::int64_t start, std::int64_t committed)>
-          hook) {
-    on_start_behind_commit_ = std::move(hook);
-  }
+      std::function<bool(const topic_partition&, std::int64_t start, std::int64_t committed)> hook);
   // Called inside poll_batch(), after on_assign, for each partition assigned without a start
   // from on_assign: the offset its reading starts at, as known at the assignment (the
   // group's committed offset; 0, the log's first message or before it, for a partition the
   // group has never committed when auto.offset.reset reads from the earliest). Not called
   // when that cannot be known (the committed offsets cannot be read, or the reading starts
   // at the log's end).
-  void on_start_known(std::function<void(const topic_partition&, std::int64_t start)> hook) {
-    on_start_known_ = std::move(hook);
-  }
+  void on_start_known(std::function<void(const topic_partition&, std::int64_t start)> hook);
 
   // Stops fetching from every assigned partition, and from partitions assigned later.
   // poll_batch() then returns nothing while the consumer stays in its group.
   void pause();
-  [[nodiscard]] bool paused() const noexcept { return paused_; }
+  [[nodiscard]] bool paused() const noexcept;
 
   // Backpressure. While the owner waits for room in the output queue, the input is held:
   // the assignment (and what is assigned meanwhile) paused, and the poller polling on
@@ -182,7 +177,7 @@ class source {
   // release() does nothing without a hold, and leaves pause() in force.
   void hold();
   void release();
-  [[nodiscard]] bool held() const noexcept { return held_; }
+  [[nodiscard]] bool held() const noexcept;
 
   // Stops the poller (its unprocessed read-ahead is dropped: those offsets were never
   // stored), commits the stored offsets synchronously and leaves the group. Idempotent.
@@ -195,10 +190,8 @@ class source {
   [[nodiscard]] std::optional<int> brokers_up() const noexcept;
   // Errors librdkafka reported in place of a message (partition, topic or transport
   // errors), each logged at a rate limit and skipped.
-  [[nodiscard]] std::uint64_t consume_errors() const noexcept {
-    return message_errors_.load(std::memory_order_relaxed);
-  }
-  [[nodiscard]] std::size_t assigned_partitions() const noexcept { return assigned_.load(); }
+  [[nodiscard]] std::uint64_t consume_errors() const noexcept;
+  [[nodiscard]] std::size_t assigned_partitions() const noexcept;
   // Commits of stored offsets that failed (librdkafka tries again at the next one).
   [[nodiscard]] std::uint64_t commit_failures() const noexcept {
     return commit_failures_.load(std::memory_order_relaxed);
@@ -211,7 +204,7 @@ class source {
     return n < 0 ? std::nullopt : std::optional<std::int64_t>(n);
   }
   // A rebalance has assigned partitions to this consumer (even none): it is in its group.
-  [[nodiscard]] bool assigned_once() const noexcept { return assigned_once_.load(); }
+  [[nodiscard]] bool assigned_once() const noexcept;
   // Set when librdkafka reported a fatal error: the daemon must stop.
   [[nodiscard]] std::optional<std::string> fatal_error() const;
 
@@ -219,88 +212,29 @@ class source {
 
  private:
   struct callbacks;
-  // The messages of one batch and their records (records[i] views messages[i]).
-  struct batch {
-    std::vector<rd_kafka_message_s*> messages;
-    std::vector<record> records;
-    void release() noexcept;
-    void drop(std::span<const topic_partition> revoked) noexcept;
-  };
-  // A rebalance hook to run on the owner's thread, posted by the poller's rebalance callback.
-  struct hook_request {
-    enum class kind : std::uint8_t {
-      assign,
-      revoke,
-      behind_commit,
-      start_known
-    } what = kind::assign;
-    std::span<const topic_partition> partitions;
-    // assign: out, per partition. behind_commit: in, the starts and the committed offsets
-    // of `partitions`; out, whether each starts there anyway. start_known: in, the starts
-    // (in `committed`).
-    std::vector<std::optional<std::int64_t>> starts;
-    std::vector<std::int64_t> committed;
-    std::vector<bool> start_behind;
-    bool done = false;
-  };
-  std::size_t topic_index(const rd_kafka_message_s* m);
-  void poll_loop();
-  void run_hook(hook_request& request);
-  // Runs the request on the owner's thread: directly when called there (close()), else
-  // posted to poll_batch() and waited for.
-  void run_on_owner(hook_request& request);
-  void serve_pending(std::unique_lock<std::mutex>& lock);
+  void set_fatal(std::string text);
+  // Takes librdkafka's statistics JSON (sketchd/kafka/statistics.h).
+  void take_statistics(std::string_view json);
 
   source_options options_;
   std::unique_ptr<rd_kafka_s, void (*)(rd_kafka_s*)> consumer_;
-  std::function<void(std::span<const topic_partition>)> on_revoke_;
-  std::function<std::optional<std::int64_t>(const topic_partition&)> on_assign_;
-  std::function<void()> on_assignment_;
-  std::function<bool(const topic_partition&, std::int64_t, std::int64_t)> on_start_behind_commit_;
-  std::function<void(const topic_partition&, std::int64_t)> on_start_known_;
-  bool from_earliest_ =
-      true;  // auto.offset.reset reads a partition without a commit from its start
-  std::atomic<bool> paused_{false};
-  std::atomic<bool> held_{false};
-  // Taken around an assignment and the pause of what it assigns (poller), and around a
-  // hold's pause or its release's resume (owner): a release never misses partitions
-  // assigned during the hold.
-  std::mutex pause_mutex_;
-  std::atomic<bool> assigned_once_{false};  // a rebalance has assigned partitions (even none)
-  std::atomic<bool> closing_{false};        // close() has begun
-  // How long close() waits for the final commit, and then for leaving the group.
-  static constexpr std::chrono::seconds kCloseStepWait{5};
-  std::atomic<std::size_t> assigned_{0};
-  void set_fatal(std::string text);
-  mutable std::mutex mutex_;  // guards lag_ and fatal_
-  std::vector<partition_lag> lag_;
-  std::atomic<int> brokers_up_{-1};  // -1 until the first statistics
-  // Of the statistics callback (one thread at a time): whether a broker was ever up, and
-  // since when none is, for the line that says they are reachable again.
-  bool had_broker_up_ = false;
-  std::optional<std::chrono::steady_clock::time_point> no_broker_since_;
-  std::atomic<std::uint64_t> commit_failures_{0};
-  std::atomic<std::int64_t> commit_warning_ms_{0};  // steady clock, of the last such warning
-  std::atomic<std::int64_t> uncommitted_{-1};  // -1 until the first statistics
-  std::optional<std::string> fatal_;
+  std::unique_ptr<read_ahead> read_ahead_;
+  std::unique_ptr<rebalance_handler> rebalance_;
+  // auto.offset.reset reads a partition without a commit from its start.
+  bool from_earliest_ = true;
   bool closed_ = false;  // owner only
 
-  // Read-ahead. filling_ belongs to the poller; current_ to the owner; ready_, the flags
-  // and pending_ are guarded by queue_mutex_.
-  std::unique_ptr<batch> filling_;
-  std::unique_ptr<batch> ready_;
-  std::unique_ptr<batch> current_;
-  std::mutex queue_mutex_;
-  std::condition_variable queue_cv_;
-  bool ready_full_ = false;
-  bool stopping_ = false;
-  bool poller_done_ = false;
-  hook_request* pending_ = nullptr;
-  std::vector<std::pair<const void*, std::size_t>> topic_cache_;  // rkt → topic index (poller)
-  // Pauses (true) or resumes (false) the current assignment.
-  void pause_assignment(bool pause);
-  std::atomic<std::uint64_t> message_errors_{0};                  // written by the poller
-  std::thread poller_;
+  // Of the callbacks of librdkafka (the statistics callback runs on one thread at a time).
+  mutable std::mutex mutex_;  // guards lag_ and fatal_
+  std::vector<partition_lag> lag_;
+  std::optional<std::string> fatal_;
+  std::atomic<int> brokers_up_{-1};            // -1 until the first statistics
+  std::atomic<std::int64_t> uncommitted_{-1};  // -1 until the first statistics
+  broker_outage broker_outage_;
+  std::atomic<std::uint64_t> commit_failures_{0};
+  // At most one commit failure warning every 10 s; the next one counts the failures.
+  std::mutex commit_warning_mutex_;
+  log_rate_limit commit_warnings_{std::chrono::seconds(10)};
 };
 
 }  // namespace sketchd::kafka

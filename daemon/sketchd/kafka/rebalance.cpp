@@ -1,0 +1,325 @@
+#include "sketchd/kafka/rebalance.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "sketchd/kafka/client.h"
+#include "sketchd/kafka/read_ahead.h"
+#include "sketchd/util/logging.h"
+
+namespace sketchd::kafka {
+
+namespace {
+
+std::shared_ptr<spdlog::logger> log() { return module_logger("kafka"); }
+
+// A partition whose restored start is behind the group's committed offset.
+struct behind_commit {
+  int index;  // in partitions
+  std::int64_t start;
+  std::int64_t committed;
+};
+// How long the group's committed offsets and the partitions' first and last offsets are
+// waited for.
+constexpr int kCommittedWaitMs = 10000;
+
+// The first and last offsets of the partitions of `known` (index in partitions, offset),
+// with one ListOffsets request per leader for each end; the starts outside them are
+// dropped: the reading begins where auto.offset.reset says, not at the commit (a log
+// truncated below it, or retention past it), and which offset that is is not known here.
+void keep_starts_in_range(rd_kafka_t* rk, const rd_kafka_topic_partition_list_t* partitions,
+                          std::vector<std::pair<int, std::int64_t>>& known) {
+  if (known.empty()) return;
+  const auto ends = [&](std::int64_t which) {
+    topic_partition_list_ptr list(
+        rd_kafka_topic_partition_list_new(static_cast<int>(known.size())));
+    for (const auto& [index, offset] : known) {
+      // ListOffsets' "timestamps" for the first offset and the next one.
+      rd_kafka_topic_partition_list_add(list.get(), partitions->elems[index].topic,
+                                        partitions->elems[index].partition)
+          ->offset = which;
+    }
+    if (rd_kafka_offsets_for_times(rk, list.get(), kCommittedWaitMs) != RD_KAFKA_RESP_ERR_NO_ERROR)
+      list.reset();
+    return list;
+  };
+  const topic_partition_list_ptr low = ends(RD_KAFKA_OFFSET_BEGINNING);
+  const topic_partition_list_ptr high = low ? ends(RD_KAFKA_OFFSET_END) : nullptr;
+  std::erase_if(known, [&](const std::pair<int, std::int64_t>& k) {
+    if (!high) return true;
+    const auto& tp = partitions->elems[k.first];
+    const auto* l = rd_kafka_topic_partition_list_find(low.get(), tp.topic, tp.partition);
+    const auto* h = rd_kafka_topic_partition_list_find(high.get(), tp.topic, tp.partition);
+    if (l == nullptr || h == nullptr || l->err || h->err || l->offset < 0 || h->offset < 0)
+      return true;
+    return k.second != 0 && (k.second < l->offset || k.second > h->offset);
+  });
+}
+
+// Starts partition `tp` (at `index` in the assignment) at its restored position `start`,
+// or where the group's committed offset `group` (nullptr when unknown) says when the group
+// has committed further: then the messages of [start, committed) that the log still holds
+// are appended to `behind`, for the owner to decide.
+void start_restored(rd_kafka_t* rk, rd_kafka_topic_partition_t& tp, int index, std::int64_t start,
+                    const rd_kafka_topic_partition_t* group, std::vector<behind_commit>& behind) {
+  tp.offset = start;
+  if (group == nullptr || group->err != RD_KAFKA_RESP_ERR_NO_ERROR || group->offset <= start) {
+    log()->info("partition {} [{}] starts at offset {} (restored state)", tp.topic, tp.partition,
+                start);
+    return;
+  }
+  // The messages to read again are those of [start, committed) the log still holds:
+  // retention may have deleted the first ones, and a log truncated below the commit (an
+  // unclean leader election) holds none past its end; what is written there later is
+  // new, to be processed and forwarded as usual.
+  std::int64_t low = 0;
+  std::int64_t high = 0;
+  const rd_kafka_resp_err_t w =
+      rd_kafka_query_watermark_offsets(rk, tp.topic, tp.partition, &low, &high, kCommittedWaitMs);
+  if (w) {
+    tp.offset = group->offset;
+    log()->warn(
+        "partition {} [{}] starts at the group's committed offset {}, past the snapshot's {}: "
+        "its first and last offsets cannot be read ({}), so the messages between are not "
+        "read again (their items are not in this instance's windows)",
+        tp.topic, tp.partition, group->offset, start, rd_kafka_err2str(w));
+    return;
+  }
+  const std::int64_t from = std::max(start, low);
+  const std::int64_t until = std::min(group->offset, high);
+  if (from < until) {
+    tp.offset = from;
+    behind.push_back({index, from, until});
+    return;
+  }
+  tp.offset = std::clamp(group->offset, low, high);
+  log()->info(
+      "partition {} [{}] starts at offset {}: the log (offsets {} to {}) holds none of the "
+      "messages between the snapshot's position {} and the group's committed offset {}",
+      tp.topic, tp.partition, tp.offset, low, high, start, group->offset);
+}
+
+// The starts of `partitions` from on_assign (a snapshot's positions), where the group has
+// committed no further: those partitions start there. The others, whose start is behind
+// the group's committed offset (this instance committed past its snapshot before it
+// stopped, or another member processed the partition since), are returned with the
+// committed offset, for the owner to decide. Should the committed offsets be unreadable,
+// every partition starts at its restored position.
+//
+// Also the starts of the other partitions, as far as the group's committed offsets tell
+// them (`known`: index in partitions, offset): a snapshot written before a partition's first
+// message is processed holds that position, so that a restart reads what this instance
+// processes of it afterwards into the windows again, even when it was committed since.
+// `from_earliest`: a partition without a commit is read from its start (offset 0 stands for
+// it: at a restart, before the log's first offset is read from the log's first message).
+// `want_known`: the caller keeps state positions (a state directory); without it, nor a
+// restored start, nothing is asked of the group.
+std::vector<behind_commit> start_at_restored_positions(
+    rd_kafka_t* rk, rd_kafka_topic_partition_list_t* partitions,
+    const std::vector<std::optional<std::int64_t>>& starts, bool want_known, bool from_earliest,
+    std::vector<std::pair<int, std::int64_t>>& known) {
+  std::vector<behind_commit> behind;
+  bool restored = false;
+  for (int i = 0; i < partitions->cnt; ++i)
+    restored = restored || starts[static_cast<std::size_t>(i)].has_value();
+  if (!restored && !want_known) return behind;
+  const topic_partition_list_ptr committed(rd_kafka_topic_partition_list_new(partitions->cnt));
+  for (int i = 0; i < partitions->cnt; ++i) {
+    if (!want_known && !starts[static_cast<std::size_t>(i)]) continue;
+    rd_kafka_topic_partition_list_add(committed.get(), partitions->elems[i].topic,
+                                      partitions->elems[i].partition);
+  }
+  if (committed->cnt == 0) return behind;
+  const rd_kafka_resp_err_t err = rd_kafka_committed(rk, committed.get(), kCommittedWaitMs);
+  if (err && restored) {
+    log()->warn(
+        "cannot read the group's committed offsets ({}): the restored partitions start at the "
+        "snapshot's positions, and what the group processed after the snapshot is processed "
+        "(and forwarded) again",
+        rd_kafka_err2str(err));
+  } else if (err) {
+    log()->warn(
+        "cannot read the group's committed offsets ({}): a snapshot written before the first "
+        "message of each assigned partition is processed leaves that partition out, and a "
+        "restart from it forwards again the items of that partition which were first seen "
+        "before it",
+        rd_kafka_err2str(err));
+  }
+  for (int i = 0; i < partitions->cnt; ++i) {
+    auto& tp = partitions->elems[i];
+    const rd_kafka_topic_partition_t* group =
+        err ? nullptr : rd_kafka_topic_partition_list_find(committed.get(), tp.topic, tp.partition);
+    if (const auto& start = starts[static_cast<std::size_t>(i)]) {
+      start_restored(rk, tp, i, *start, group, behind);
+      continue;
+    }
+    if (!want_known || group == nullptr || group->err != RD_KAFKA_RESP_ERR_NO_ERROR) continue;
+    if (group->offset >= 0) {
+      known.emplace_back(i, group->offset);
+    } else if (from_earliest) {
+      known.emplace_back(i, 0);  // any offset up to the log's first reads from there
+    }
+  }
+  keep_starts_in_range(rk, partitions, known);
+  return behind;
+}
+
+}  // namespace
+
+rebalance_handler::rebalance_handler(rd_kafka_t* consumer, const std::vector<std::string>& topics,
+                                     bool from_earliest, read_ahead& ahead)
+    : consumer_(consumer), topics_(topics), from_earliest_(from_earliest), ahead_(ahead) {}
+
+std::vector<topic_partition> rebalance_handler::indexed(
+    const rd_kafka_topic_partition_list_t* partitions) const {
+  std::vector<topic_partition> list;
+  for (int i = 0; i < partitions->cnt; ++i) {
+    const auto& tp = partitions->elems[i];
+    std::size_t index = 0;
+    while (index < topics_.size() && topics_[index] != tp.topic) ++index;
+    list.push_back({index, tp.partition});
+  }
+  return list;
+}
+
+void rebalance_handler::on_rebalance(rd_kafka_resp_err_t err,
+                                     rd_kafka_topic_partition_list_t* partitions) {
+  const bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(consumer_), "COOPERATIVE") == 0;
+  const bool assigning = err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
+  const std::vector<topic_partition> list = indexed(partitions);
+  if (assigning) {
+    assign(partitions, list);
+  } else {
+    revoke(partitions, list);
+  }
+  apply(assigning, cooperative, partitions);
+}
+
+void rebalance_handler::revoke(rd_kafka_topic_partition_list_t* partitions,
+                               std::span<const topic_partition> list) {
+  // What is not handed over yet is never processed here: the new owner reads it.
+  ahead_.drop(list);
+  ahead_.run_on_owner([&] {
+    if (hooks_.on_revoke) hooks_.on_revoke(list);
+  });
+  // Offsets stored so far are committed before the partitions go to another member
+  // (when closing, close() has just committed them, within its bound). A lost
+  // assignment (the session expired: the group has moved on without this member)
+  // cannot commit, and the coordinator may be what is unreachable: no wait for it.
+  const bool lost = rd_kafka_assignment_lost(consumer_) == 1;
+  if (lost) {
+    log()->warn(
+        "assignment lost (the group's session expired, or this member left it after "
+        "max.poll.interval.ms without a poll): {} partition(s) revoked "
+        "without a commit; their next owner reads them from the last commit",
+        partitions->cnt);
+  }
+  const rd_kafka_resp_err_t c =
+      closing_ || lost ? RD_KAFKA_RESP_ERR_NO_ERROR : rd_kafka_commit(consumer_, nullptr, 0);
+  if (c && c != RD_KAFKA_RESP_ERR__NO_OFFSET) {
+    log()->warn("commit before revocation failed: {}", rd_kafka_err2str(c));
+  }
+}
+
+void rebalance_handler::assign(rd_kafka_topic_partition_list_t* partitions,
+                               std::span<const topic_partition> list) {
+  assigned_once_ = true;
+  std::vector<std::optional<std::int64_t>> starts(list.size());
+  ahead_.run_on_owner([&] {
+    if (hooks_.on_assignment) hooks_.on_assignment();
+    if (!hooks_.on_assign) return;
+    for (std::size_t i = 0; i < list.size(); ++i) starts[i] = hooks_.on_assign(list[i]);
+  });
+  std::vector<std::pair<int, std::int64_t>> known;
+  const std::vector<behind_commit> behind =
+      start_at_restored_positions(consumer_, partitions, starts,
+                                  static_cast<bool>(hooks_.on_start_known), from_earliest_, known);
+  if (!known.empty()) {
+    ahead_.run_on_owner([&] {
+      if (!hooks_.on_start_known) return;
+      for (const auto& [index, offset] : known)
+        hooks_.on_start_known(list[static_cast<std::size_t>(index)], offset);
+    });
+  }
+  if (behind.empty()) return;
+  std::vector<bool> start_behind(behind.size(), false);
+  ahead_.run_on_owner([&] {
+    if (!hooks_.on_start_behind_commit) return;
+    for (std::size_t j = 0; j < behind.size(); ++j) {
+      start_behind[j] = hooks_.on_start_behind_commit(
+          list[static_cast<std::size_t>(behind[j].index)], behind[j].start, behind[j].committed);
+    }
+  });
+  for (std::size_t j = 0; j < behind.size(); ++j) {
+    if (!start_behind[j]) partitions->elems[behind[j].index].offset = behind[j].committed;
+  }
+}
+
+void rebalance_handler::apply(bool assign, bool cooperative,
+                              rd_kafka_topic_partition_list_t* partitions) {
+  // With a pause or a hold in force, what is assigned is paused too, before a release
+  // can resume the assignment without it.
+  std::unique_lock pause_lock(pause_mutex_);
+  if (cooperative) {
+    const error_ptr e(assign ? rd_kafka_incremental_assign(consumer_, partitions)
+                             : rd_kafka_incremental_unassign(consumer_, partitions));
+    if (e) {
+      log()->error("incremental {} failed: {}", assign ? "assign" : "unassign",
+                   rd_kafka_error_string(e.get()));
+    }
+  } else {
+    const rd_kafka_resp_err_t e = rd_kafka_assign(consumer_, assign ? partitions : nullptr);
+    if (e) log()->error("assign failed: {}", rd_kafka_err2str(e));
+  }
+  if (assign && (paused_ || ahead_.held())) rd_kafka_pause_partitions(consumer_, partitions);
+  pause_lock.unlock();
+  // The assignment after this change (an incremental unassign completes asynchronously,
+  // so it is computed here rather than read back).
+  const auto count = static_cast<std::size_t>(partitions->cnt);
+  if (cooperative) {
+    assigned_ =
+        assign ? assigned_.load() + count : assigned_.load() - std::min(assigned_.load(), count);
+  } else {
+    assigned_ = assign ? count : 0;
+  }
+  log()->info("{} {} partition(s) ({} rebalance); {} assigned now", assign ? "assigned" : "revoked",
+              partitions->cnt, cooperative ? "cooperative" : "eager", assigned_.load());
+}
+
+void rebalance_handler::pause_assignment(bool pause) {
+  rd_kafka_topic_partition_list_t* assignment = nullptr;
+  if (rd_kafka_assignment(consumer_, &assignment) == RD_KAFKA_RESP_ERR_NO_ERROR && assignment) {
+    topic_partition_list_ptr owned(assignment);
+    if (pause) {
+      rd_kafka_pause_partitions(consumer_, assignment);
+    } else {
+      rd_kafka_resume_partitions(consumer_, assignment);
+    }
+  }
+}
+
+void rebalance_handler::pause() {
+  if (paused_) return;
+  const std::lock_guard lock(pause_mutex_);
+  paused_ = true;  // read by the rebalance callback, on the poller thread
+  if (!ahead_.held()) pause_assignment(true);
+}
+
+void rebalance_handler::hold() {
+  if (ahead_.held() || paused_) return;
+  const std::lock_guard lock(pause_mutex_);
+  pause_assignment(true);
+  ahead_.set_held(true);
+}
+
+void rebalance_handler::release(bool resume) {
+  if (!ahead_.held()) return;
+  const std::lock_guard lock(pause_mutex_);
+  ahead_.set_held(false);
+  if (!paused_ && resume) pause_assignment(false);
+}
+
+}  // namespace sketchd::kafka

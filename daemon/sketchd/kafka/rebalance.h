@@ -1,0 +1,95 @@
+// The source's side of the group's rebalances (see sketchd/kafka/source.h): librdkafka's
+// rebalance callback, which runs the daemon's hooks on the owner's thread, starts the
+// assigned partitions where the hooks and the group's committed offsets say, commits
+// before partitions are revoked, and (un)assigns them; and the pause and the hold of the
+// assignment, which must cover what a rebalance assigns meanwhile.
+#pragma once
+
+#include <librdkafka/rdkafka.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sketchd/kafka/source.h"
+
+namespace sketchd::kafka {
+
+class read_ahead;
+
+// The hooks of source.h (source::on_revoke() and the others), each run on the owner's
+// thread; an empty one does nothing.
+struct rebalance_hooks {
+  std::function<void(std::span<const topic_partition>)> on_revoke;
+  std::function<std::optional<std::int64_t>(const topic_partition&)> on_assign;
+  std::function<void()> on_assignment;
+  std::function<bool(const topic_partition&, std::int64_t start, std::int64_t committed)>
+      on_start_behind_commit;
+  std::function<void(const topic_partition&, std::int64_t start)> on_start_known;
+};
+
+// Thread safety: on_rebalance() runs on the thread that polls the consumer (the poller, or
+// the owner during close()); hooks(), pause(), hold() and release() are the owner's;
+// set_closing() the owner's once the poller has stopped; the getters any thread's.
+class rebalance_handler {
+ public:
+  // For `consumer`, subscribed to `topics`; both outlive this object, as does `ahead`.
+  // `from_earliest`: auto.offset.reset reads a partition without a commit from its start.
+  rebalance_handler(rd_kafka_t* consumer, const std::vector<std::string>& topics,
+                    bool from_earliest, read_ahead& ahead);
+
+  // Set before the first rebalance.
+  [[nodiscard]] rebalance_hooks& hooks() noexcept { return hooks_; }
+
+  // librdkafka's rebalance callback: `err` is _ASSIGN_PARTITIONS or _REVOKE_PARTITIONS.
+  // Never throws but what a hook throws.
+  void on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* partitions);
+
+  // From now on, a revocation does not commit: close() has committed, within its bound.
+  void set_closing() noexcept { closing_ = true; }
+
+  // See source::pause(), hold() and release(); release() resumes the assignment when
+  // `resume` and no pause is in force.
+  void pause();
+  [[nodiscard]] bool paused() const noexcept { return paused_; }
+  void hold();
+  void release(bool resume);
+
+  // The partitions assigned after the last rebalance.
+  [[nodiscard]] std::size_t assigned() const noexcept { return assigned_.load(); }
+  // A rebalance has assigned partitions (even none).
+  [[nodiscard]] bool assigned_once() const noexcept { return assigned_once_.load(); }
+
+ private:
+  // The source's index of each of `partitions`.
+  std::vector<topic_partition> indexed(const rd_kafka_topic_partition_list_t* partitions) const;
+  void revoke(rd_kafka_topic_partition_list_t* partitions, std::span<const topic_partition> list);
+  void assign(rd_kafka_topic_partition_list_t* partitions, std::span<const topic_partition> list);
+  // (Un)assigns `partitions`, pausing what is assigned when a pause or a hold is in force,
+  // and logs the assignment after the change.
+  void apply(bool assign, bool cooperative, rd_kafka_topic_partition_list_t* partitions);
+  // Pauses (true) or resumes (false) the current assignment.
+  void pause_assignment(bool pause);
+
+  rd_kafka_t* consumer_;
+  const std::vector<std::string>& topics_;
+  bool from_earliest_;
+  read_ahead& ahead_;
+  rebalance_hooks hooks_;
+  std::atomic<bool> paused_{false};
+  // Taken around an assignment and the pause of what it assigns (poller), and around a
+  // hold's pause or its release's resume (owner): a release never misses partitions
+  // assigned during the hold.
+  std::mutex pause_mutex_;
+  std::atomic<bool> assigned_once_{false};
+  std::atomic<bool> closing_{false};
+  std::atomic<std::size_t> assigned_{0};
+};
+
+}  // namespace sketchd::kafka
