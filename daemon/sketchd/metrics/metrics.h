@@ -59,7 +59,7 @@ class registry {
 [[nodiscard]] std::string serialize_text(const std::vector<metric_family>& families);
 
 // A label value fit for a series: valid UTF-8 (each invalid byte becomes U+FFFD) and at
-// most `max_bytes` bytes, cut at a character boundary.
+// most `max_bytes` bytes, cut at a character boundary (utf8::clean, with the label's limit).
 [[nodiscard]] std::string clean_label_value(std::string_view raw, std::size_t max_bytes = 128);
 
 // process_cpu_seconds_total, process_resident_memory_bytes, process_virtual_memory_bytes,

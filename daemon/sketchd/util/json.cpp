@@ -6,14 +6,49 @@
 #include <iterator>
 
 #include "sketch/text.h"
-#include "sketchd/metrics/metrics.h"
+#include "sketchd/util/utf8.h"
 
 namespace sketchd::json {
 
-std::string dump(const nlohmann::json& value) {
-  const std::string text =
-      value.dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
-  // What must be escaped can only be inside strings: the rest of the text is ASCII.
+namespace {
+
+// Whether every string of `value`, and every member name, is valid UTF-8.
+template <typename Json>
+bool all_text(const Json& value) {
+  if (value.is_string()) return utf8::valid(value.template get_ref<const std::string&>());
+  if (value.is_object()) {
+    for (auto it = value.begin(); it != value.end(); ++it) {
+      if (!utf8::valid(it.key()) || !all_text(it.value())) return false;
+    }
+  } else if (value.is_array()) {
+    for (const auto& element : value) {
+      if (!all_text(element)) return false;
+    }
+  }
+  return true;
+}
+
+// `value` with its strings and member names cleaned (utf8::clean).
+template <typename Json>
+Json cleaned(const Json& value) {
+  if (value.is_string()) return utf8::clean(value.template get_ref<const std::string&>());
+  if (value.is_object()) {
+    Json out = Json::object();
+    for (auto it = value.begin(); it != value.end(); ++it)
+      out[utf8::clean(it.key())] = cleaned(it.value());
+    return out;
+  }
+  if (value.is_array()) {
+    Json out = Json::array();
+    for (const auto& element : value) out.push_back(cleaned(element));
+    return out;
+  }
+  return value;
+}
+
+// `text`, valid UTF-8, with what acts on a terminal written as \uNNNN. What must be escaped
+// can only be inside strings: the rest of the text is ASCII.
+std::string escape_terminal_controls(const std::string& text) {
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -35,14 +70,42 @@ std::string dump(const nlohmann::json& value) {
   return out;
 }
 
-std::string members(const nlohmann::json& object) {
-  std::string text = dump(object);
+template <typename Json>
+std::string dump_text(const Json& value) {
+  // Cleaned first, so that invalid bytes become what utf8::clean makes of them everywhere
+  // (nlohmann's own replacement takes a cut sequence as one character). The replace
+  // handler is never used then; it is there so that nothing can throw.
+  const auto text = [](const Json& v) {
+    return v.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
+  };
+  return escape_terminal_controls(all_text(value) ? text(value) : text(cleaned(value)));
+}
+
+template <typename Json>
+std::string members_text(const Json& object) {
+  std::string text = dump_text(object);
   if (text.size() < 2 || text.front() != '{' || text.back() != '}') return {};
   return text.substr(1, text.size() - 2);
 }
 
+}  // namespace
+
+std::string dump(const nlohmann::json& value) { return dump_text(value); }
+std::string members(const nlohmann::json& object) { return members_text(object); }
+
+template <typename Json>
+requires std::same_as<Json, nlohmann::ordered_json> std::string dump(const Json& value) {
+  return dump_text(value);
+}
+template <typename Json>
+requires std::same_as<Json, nlohmann::ordered_json> std::string members(const Json& object) {
+  return members_text(object);
+}
+template std::string dump<nlohmann::ordered_json>(const nlohmann::ordered_json&);
+template std::string members<nlohmann::ordered_json>(const nlohmann::ordered_json&);
+
 void append_string(std::string& out, std::string_view raw) {
-  const std::string s = metrics::clean_label_value(raw, raw.size() * 3 + 3);
+  const std::string s = utf8::clean(raw);
   out += '"';
   for (std::size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];

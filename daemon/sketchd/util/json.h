@@ -4,27 +4,41 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <concepts>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace sketchd::json {
 
-// `value` as JSON text on one line (RFC 8259), whatever bytes its strings hold: bytes that
-// are not valid UTF-8 become U+FFFD (nlohmann's error_handler_t::replace), and the
-// characters that act on a terminal or reorder the text around them (DEL, the C1 controls,
-// U+2028, U+2029 and the bidirectional controls, as sketch::escape_controls) are written
-// as \uNNNN, so that a JSON line shown as it is (tail, less, jq) cannot act on the
-// terminal. Never throws for a string's content.
+// `value` as JSON text on one line (RFC 8259), whatever bytes its strings hold: they are
+// cleaned as utf8::clean does (each byte that does not begin a valid sequence becomes
+// U+FFFD), and the characters that act on a terminal or reorder the text around them (DEL,
+// the C1 controls, U+2028, U+2029 and the bidirectional controls, as
+// sketch::escape_controls) are written as \uNNNN, so that a JSON line shown as it is (tail,
+// less, jq) cannot act on the terminal. An ordered_json keeps its members in the order
+// they were set (a json sorts them). Never throws for a string's content.
 [[nodiscard]] std::string dump(const nlohmann::json& value);
 
 // The members of the JSON object `object` without its braces, as log_fields takes them
 // (`"pipeline":"clicks","skipped":3`); empty for an empty object.
 [[nodiscard]] std::string members(const nlohmann::json& object);
 
+// dump() and members() of an ordered_json. Templates, so that a braced list
+// (`dump({{"k", 1}})`) still means a json.
+template <typename Json>
+requires std::same_as<Json, nlohmann::ordered_json>
+[[nodiscard]] std::string dump(const Json& value);
+template <typename Json>
+requires std::same_as<Json, nlohmann::ordered_json>
+[[nodiscard]] std::string members(const Json& object);
+
 // Appends `s` as a JSON string literal: quotes, backslashes and control characters are
 // escaped (DEL, the C1 controls, U+2028, U+2029 and the bidirectional controls too, as
-// sketch::escape_controls does), and bytes that are not valid UTF-8 become U+FFFD, so the
-// output is always valid JSON whatever the item bytes were.
+// sketch::escape_controls does), and bytes that are not valid UTF-8 become U+FFFD
+// (utf8::clean), so the output is always valid JSON whatever the item bytes were. For the
+// writers that still build JSON by hand, until they write through dump().
 void append_string(std::string& out, std::string_view s);
 
 [[nodiscard]] inline std::string quote(std::string_view s) {
@@ -35,5 +49,16 @@ void append_string(std::string& out, std::string_view s);
 
 // A number as JSON: finite values in shortest round-trip form, non-finite ones as null.
 void append_number(std::string& out, double v);
+
+// `v` as a JSON value that dump() writes as append_number() does: an integral value as an
+// integer ("3", not nlohmann's "3.0"; from 1e16 on with an exponent, as fmt), others in
+// shortest round-trip form, non-finite ones as null. (The one difference: a fraction
+// above 1e15, which nlohmann writes with an exponent.)
+template <typename Json = nlohmann::json>
+[[nodiscard]] Json number(double v) {
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e16)
+    return Json(static_cast<std::int64_t>(v));
+  return Json(v);
+}
 
 }  // namespace sketchd::json

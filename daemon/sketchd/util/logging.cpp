@@ -8,8 +8,8 @@
 #include <utility>
 
 #include "sketch/text.h"
-#include "sketchd/metrics/metrics.h"
 #include "sketchd/util/json.h"
+#include "sketchd/util/utf8.h"
 
 namespace sketchd {
 
@@ -38,8 +38,8 @@ class json_message_flag : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
-    std::string quoted;
-    json::append_string(quoted, std::string_view(msg.payload.data(), msg.payload.size()));
+    const std::string quoted =
+        json::dump(nlohmann::json(std::string(msg.payload.data(), msg.payload.size())));
     dest.append(quoted.data(), quoted.data() + quoted.size());
   }
   [[nodiscard]] std::unique_ptr<custom_flag_formatter> clone() const override {
@@ -98,10 +98,10 @@ void setup_logging(const log_config& config) {
 
 std::string loggable_item(std::string_view item) {
   constexpr std::size_t kMaxBytes = 64;
-  const std::string shown = metrics::clean_label_value(item, kMaxBytes);
+  const std::string shown = utf8::clean(item, kMaxBytes);
   // Cut when the whole item, cleaned, is longer (cleaning alone can change the length: an
   // invalid byte becomes a 3-byte U+FFFD).
-  const bool cut = metrics::clean_label_value(item, 3 * item.size()).size() > shown.size();
+  const bool cut = utf8::clean(item).size() > shown.size();
   std::string out = "\"";
   for (const char c : sketch::escape_controls(shown, true)) {
     if (c == '"') out += '\\';
