@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "pipeline_gauge.h"
+#include "sketchd/http/api.h"
 
 namespace sketchd {
 namespace {
@@ -271,7 +272,7 @@ TEST(Processor, HeavySetChangesAreLoggedTwentyAtATime) {
     batch[i].view.has_key = true;
   }
   proc.process(batch, now_ms());
-  EXPECT_NE(pipe.topk_json().value_or("").find("\"heavy\":true"), std::string::npos);
+  EXPECT_NE(http::topk_json(pipe).value_or("").find("\"heavy\":true"), std::string::npos);
   EXPECT_EQ(count(lines.str(), "entered the heavy set"), 20u) << lines.str();
   EXPECT_EQ(count(lines.str(), "more heavy-set change(s)"), 0u);
   proc.log_held_back_warnings();

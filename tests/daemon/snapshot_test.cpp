@@ -371,10 +371,10 @@ TEST(PipelineState, RestoredPipelineAnswersAsBefore) {
 
   pipeline restored(clicks_config());
   restored.restore_state(original.save_state());
-  EXPECT_EQ(restored.topk_json(), original.topk_json());
+  EXPECT_EQ(restored.topk(), original.topk());
   for (const std::string item : {"u1", "u2", "u2999", "never"}) {
-    EXPECT_EQ(restored.estimate_json(item), original.estimate_json(item)) << item;
-    EXPECT_EQ(restored.seen_json(item), original.seen_json(item)) << item;
+    EXPECT_EQ(restored.estimate(item), original.estimate(item)) << item;
+    EXPECT_EQ(restored.seen(item), original.seen(item)) << item;
   }
   // And it keeps deduplicating: an item seen before the snapshot is a duplicate after.
   restored.begin_batch();
@@ -498,9 +498,9 @@ TEST(PipelineState, StoreRoundTripOfSeveralPipelines) {
   events2.restore_state(back->pipelines[1].second);
   EXPECT_EQ(clicks2.save_state(), clicks.save_state());
   EXPECT_EQ(events2.save_state(), events.save_state());
-  EXPECT_EQ(clicks2.topk_json(), clicks.topk_json());
-  EXPECT_EQ(events2.seen_json("v42"), events.seen_json("v42"));
-  EXPECT_EQ(events2.estimate_json("v42"), std::nullopt);  // no heavy_hitters section
+  EXPECT_EQ(clicks2.topk(), clicks.topk());
+  EXPECT_EQ(events2.seen("v42"), events.seen("v42"));
+  EXPECT_EQ(events2.estimate("v42"), std::nullopt);  // no heavy_hitters section
 }
 
 // The parameters of a configuration, described without building its structures, are those

@@ -25,6 +25,7 @@
 
 #include "fuzz.h"
 #include "http_fixture.h"
+#include "sketchd/http/connection.h"
 
 namespace {
 

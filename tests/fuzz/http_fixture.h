@@ -15,6 +15,7 @@
 
 #include "fuzz.h"
 #include "sketchd/config/config.h"
+#include "sketchd/http/api.h"
 #include "sketchd/http/server.h"
 #include "sketchd/metrics/metrics.h"
 #include "sketchd/pipeline/pipeline.h"
@@ -79,8 +80,8 @@ struct fixture {
   [[nodiscard]] std::vector<std::string> snapshot() const {
     std::vector<std::string> out;
     for (const auto& p : pipelines) {
-      out.push_back(p->describe_json());
-      out.push_back(p->topk_json().value_or(""));
+      out.push_back(sketchd::http::describe_json(*p));
+      out.push_back(sketchd::http::topk_json(*p).value_or(""));
     }
     out.push_back(registry.scrape());
     return out;

@@ -20,6 +20,7 @@
 
 #include "fuzz.h"
 #include "sketchd/config/config.h"
+#include "sketchd/http/api.h"
 #include "sketchd/pipeline/pipeline.h"
 #include "sketchd/state/binary.h"
 #include "sketchd/state/snapshot.h"
@@ -90,10 +91,10 @@ void pipeline_state(std::string_view rest) {
     (void)p.end_batch(wall_ms);
     wall_ms += 4'000;
   }
-  (void)p.describe_json();
-  (void)p.topk_json();
-  (void)p.estimate_json("a");
-  (void)p.seen_json("b");
+  (void)sketchd::http::describe_json(p);
+  (void)sketchd::http::topk_json(p);
+  (void)sketchd::http::estimate_json(p, "a");
+  (void)sketchd::http::seen_json(p, "b");
   (void)p.summary();
   std::vector<sketchd::metrics::metric_family> families;
   p.collect(families);

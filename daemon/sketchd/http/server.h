@@ -1,5 +1,6 @@
 // The one HTTP listener of the daemon: /metrics, /healthz, /readyz and the read-only JSON
-// API under /api/v1 (DESIGN.md, "HTTP API").
+// API under /api/v1 (DESIGN.md, "HTTP API"; its routes and answers in http/api.h, the
+// connections' handling in http/connection.h).
 #pragma once
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "sketchd/config/config.h"
+#include "sketchd/http/connection.h"
 #include "sketchd/metrics/metrics.h"
 #include "sketchd/pipeline/pipeline.h"
 
@@ -90,24 +92,14 @@ class readiness {
 // For a start that fails before anything else is started, and for start()'s message.
 [[nodiscard]] std::optional<std::string> cannot_listen(const http_config& config);
 
-// The server http_server serves with (httplib's, each connection served within bounds:
-// a request's line and headers at most 64 KiB and 10 s to send, an answer 60 s to write,
-// pipelined requests answered in turn, up to keep_alive_max_count per connection).
-[[nodiscard]] std::unique_ptr<httplib::Server> make_bounded_server();
-// Serves the connection on `sock` as the listener serves each one, with `server`'s routes,
-// then closes it. `server` comes from make_bounded_server() (std::logic_error otherwise).
-// For the HTTP connection fuzz target, which serves one end of a socket pair without a
-// listener. Returns whether the last request was answered.
-bool serve_connection(httplib::Server& server, int sock);
-
 // Serves on its own thread from start() to stop(). Handlers only read: the metrics
 // registry and the pipelines (under each pipeline's lock). Thread-safe.
 class http_server {
  public:
   http_server(const http_config& config, const metrics::registry& registry,
               std::vector<const pipeline*> pipelines, const readiness& ready);
-  // The same, with the routes on `server` (a subclass of httplib::Server: the HTTP fuzz
-  // target feeds it requests without a socket).
+  // The same, with the routes on `server` (make_bounded_server()'s, or a subclass of
+  // httplib::Server: the HTTP fuzz target feeds it requests without a socket).
   http_server(const http_config& config, const metrics::registry& registry,
               std::vector<const pipeline*> pipelines, const readiness& ready,
               std::unique_ptr<httplib::Server> server);

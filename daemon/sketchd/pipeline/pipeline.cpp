@@ -1,16 +1,13 @@
 #include "sketchd/pipeline/pipeline.h"
 
-#include <absl/strings/escaping.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <simdjson.h>
 
 #include <algorithm>
 #include <set>
 
 #include "sketch/serialize.h"
 #include "sketchd/state/binary.h"
-#include "sketchd/util/json.h"
 
 namespace sketchd {
 
@@ -47,19 +44,6 @@ sketch::rolling_bloom_options bloom_options_of(const dedup_config& d, std::uint6
   o.generations = d.generations;
   o.seed = seed;
   return o;
-}
-
-// `"item":…` of an API answer. JSON strings hold text, so an item that is not valid UTF-8
-// is shown with U+FFFD for its invalid bytes, and its exact bytes follow in base64
-// (`"item_base64"`): two binary items that show alike stay apart, and a script can send
-// the bytes back to `estimate` or `seen`.
-void append_item(std::string& o, std::string_view item) {
-  o += "\"item\":";
-  json::append_string(o, item);
-  if (!simdjson::validate_utf8(item.data(), item.size())) {
-    o += ",\"item_base64\":";
-    json::append_string(o, absl::Base64Escape(absl::string_view(item.data(), item.size())));
-  }
 }
 
 }  // namespace
@@ -450,114 +434,76 @@ void pipeline::collect(std::vector<metrics::metric_family>& out) const {
   }
 }
 
-std::string pipeline::describe_json_locked() const {
-  std::string o = "{\"name\":";
-  json::append_string(o, config_.name);
-  o += ",\"topics\":[";
-  for (std::size_t i = 0; i < config_.topics.size(); ++i) {
-    if (i) o += ',';
-    json::append_string(o, config_.topics[i]);
-  }
-  o += "],\"item\":{\"from\":";
-  json::append_string(o, to_string(config_.item.from));
-  if (config_.item.from == item_source::json) {
-    o += ",\"path\":";
-    json::append_string(o, config_.item.path);
-  } else if (config_.item.from == item_source::header) {
-    o += ",\"name\":";
-    json::append_string(o, config_.item.header);
-  }
-  o += "},\"clock\":";
-  json::append_string(o, to_string(config_.clock));
-  o += fmt::format(",\"items_total\":{}", published_.items);
+pipeline_status pipeline::status() const {
+  std::lock_guard lock(mutex_);
+  pipeline_status s;
+  s.name = config_.name;
+  s.topics = config_.topics;
+  s.item = config_.item;
+  s.clock = config_.clock;
+  s.items_total = published_.items;
   if (heavy_) {
     const auto& h = *config_.heavy_hitters;
-    o += fmt::format(
-        ",\"heavy_hitters\":{{\"window_ms\":{},\"buckets\":{},\"epsilon\":{},\"delta\":{},\"top_"
-        "k\":{},"
-        "\"threshold\":{},\"window_items\":{},\"error_bound\":",
-        h.window.count(), h.buckets, h.epsilon, h.delta, h.top_k, h.threshold,
-        heavy_->window_items());
-    json::append_number(o, heavy_->error_bound());
-    o += '}';
+    s.heavy_hitters = heavy_hitters_status{.window_ms = h.window.count(),
+                                           .buckets = h.buckets,
+                                           .epsilon = h.epsilon,
+                                           .delta = h.delta,
+                                           .top_k = h.top_k,
+                                           .threshold = h.threshold,
+                                           .window_items = heavy_->window_items(),
+                                           .error_bound = heavy_->error_bound()};
   }
   if (dedup_) {
     const auto& d = *config_.dedup;
-    o += fmt::format(
-        ",\"dedup\":{{\"window_ms\":{},\"capacity\":{},\"generations\":{},\"first_seen_total\":{},"
-        "\"duplicates_total\":{},\"target_fpr\":",
-        d.window.count(), d.capacity, d.generations, published_.first_seen, published_.duplicates);
-    json::append_number(o, dedup_->target_fpr());
-    o += ",\"estimated_fpr\":";
-    json::append_number(o, dedup_->estimated_fpr());
-    o += ",\"estimated_items\":";
-    json::append_number(o, dedup_->estimated_items());
-    o += ",\"fill_ratio\":[";
-    for (std::size_t g = 0; g < dedup_->generations(); ++g) {
-      if (g) o += ',';
-      json::append_number(o, dedup_->fill_ratio(g));
-    }
-    o += fmt::format(
-        "],\"forwarded_total\":{},\"guaranteed_horizon_ms\":{},\"effective_window_ms\":{}}}",
-        published_.forwarded, dedup_->guaranteed_horizon_ms(),
-        dedup_->effective_window_ms(std::max(clock_ms_, advanced_ms_)));
+    dedup_status& st = s.dedup.emplace();
+    st.window_ms = d.window.count();
+    st.capacity = d.capacity;
+    st.generations = d.generations;
+    st.first_seen_total = published_.first_seen;
+    st.duplicates_total = published_.duplicates;
+    st.target_fpr = dedup_->target_fpr();
+    st.estimated_fpr = dedup_->estimated_fpr();
+    st.estimated_items = dedup_->estimated_items();
+    for (std::size_t g = 0; g < dedup_->generations(); ++g)
+      st.fill_ratio.push_back(dedup_->fill_ratio(g));
+    st.forwarded_total = published_.forwarded;
+    st.guaranteed_horizon_ms = dedup_->guaranteed_horizon_ms();
+    st.effective_window_ms = dedup_->effective_window_ms(std::max(clock_ms_, advanced_ms_));
   }
-  o += '}';
-  return o;
+  return s;
 }
 
-std::string pipeline::describe_json() const {
-  std::lock_guard lock(mutex_);
-  return describe_json_locked();
-}
-
-std::optional<std::string> pipeline::topk_json() const {
+std::optional<topk_status> pipeline::topk() const {
   std::lock_guard lock(mutex_);
   if (!heavy_) return std::nullopt;
-  std::string o = "{\"pipeline\":";
-  json::append_string(o, config_.name);
-  const double n = static_cast<double>(heavy_->window_items());
-  o += fmt::format(",\"window_items\":{},\"threshold\":", heavy_->window_items());
-  json::append_number(o, config_.heavy_hitters->threshold);
-  o += ",\"error_bound\":";
-  json::append_number(o, heavy_->error_bound());
-  o += ",\"items\":[";
-  bool first = true;
-  for (const auto& e : heavy_->top()) {
-    if (!first) o += ',';
-    first = false;
-    o += '{';
-    append_item(o, e.item);
-    o += fmt::format(",\"estimate\":{},\"ratio\":", e.estimate);
-    json::append_number(o, n > 0 ? static_cast<double>(e.estimate) / n : 0.0);
-    o += fmt::format(",\"heavy\":{}}}", e.heavy ? "true" : "false");
+  topk_status s;
+  s.pipeline = config_.name;
+  s.window_items = heavy_->window_items();
+  s.threshold = config_.heavy_hitters->threshold;
+  s.error_bound = heavy_->error_bound();
+  const double n = static_cast<double>(s.window_items);
+  for (auto& e : heavy_->top()) {
+    const double ratio = n > 0 ? static_cast<double>(e.estimate) / n : 0.0;
+    s.items.push_back({std::move(e.item), e.estimate, ratio, e.heavy});
   }
-  o += "]}";
-  return o;
+  return s;
 }
 
-std::optional<std::string> pipeline::estimate_json(std::string_view item) const {
+std::optional<estimate_status> pipeline::estimate(std::string_view item) const {
   std::lock_guard lock(mutex_);
   if (!heavy_) return std::nullopt;
-  const auto estimate = heavy_->estimate(sketch::hash_item(item, seed_));
-  std::string o = "{";
-  append_item(o, item);
-  o += fmt::format(",\"estimate\":{},\"error_bound\":", estimate);
-  json::append_number(o, heavy_->error_bound());
-  o += fmt::format(",\"window_items\":{}}}", heavy_->window_items());
-  return o;
+  return estimate_status{.item = std::string(item),
+                         .estimate = heavy_->estimate(sketch::hash_item(item, seed_)),
+                         .error_bound = heavy_->error_bound(),
+                         .window_items = heavy_->window_items()};
 }
 
-std::optional<std::string> pipeline::seen_json(std::string_view item) const {
+std::optional<seen_status> pipeline::seen(std::string_view item) const {
   std::lock_guard lock(mutex_);
   if (!dedup_) return std::nullopt;
-  const bool seen = dedup_->contains(sketch::hash_item(item, seed_));
-  std::string o = "{";
-  append_item(o, item);
-  o += fmt::format(",\"seen\":{},\"false_positive_ratio\":", seen ? "true" : "false");
-  json::append_number(o, dedup_->estimated_fpr());
-  o += '}';
-  return o;
+  return seen_status{.item = std::string(item),
+                     .seen = dedup_->contains(sketch::hash_item(item, seed_)),
+                     .false_positive_ratio = dedup_->estimated_fpr()};
 }
 
 // ---------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@
 #include "sketchd/config/config.h"
 #include "sketchd/metrics/metrics.h"
 #include "sketchd/pipeline/extractor.h"
+#include "sketchd/pipeline/status.h"
 
 namespace sketchd {
 
@@ -135,12 +136,12 @@ class pipeline {
   [[nodiscard]] pipeline_counters counters() const;
   [[nodiscard]] pipeline_summary summary() const;
   void collect(std::vector<metrics::metric_family>& out) const;
-  // The JSON bodies of the HTTP API.
-  [[nodiscard]] std::string describe_json() const;
-  // nullopt when the pipeline has no heavy_hitters (resp. dedup for seen_json) section.
-  [[nodiscard]] std::optional<std::string> topk_json() const;
-  [[nodiscard]] std::optional<std::string> estimate_json(std::string_view item) const;
-  [[nodiscard]] std::optional<std::string> seen_json(std::string_view item) const;
+  // What the HTTP API shows. nullopt when the pipeline has no heavy_hitters (topk, estimate)
+  // or dedup (seen) section.
+  [[nodiscard]] pipeline_status status() const;
+  [[nodiscard]] std::optional<topk_status> topk() const;
+  [[nodiscard]] std::optional<estimate_status> estimate(std::string_view item) const;
+  [[nodiscard]] std::optional<seen_status> seen(std::string_view item) const;
 
   // Snapshots (sketchd/state/snapshot.h). save_state() is the pipeline's state between two
   // batches: its parameters, its rolling structures (with the top-k candidates) and its
@@ -184,7 +185,6 @@ class pipeline {
   void feed_group(std::span<const pipeline_input> inputs, std::int64_t wall_ms,
                   std::span<verdict> out) noexcept;
   std::int64_t clock_of(std::int64_t event_ms, std::int64_t wall_ms) noexcept;
-  std::string describe_json_locked() const;
 
   pipeline_config config_;
   std::uint64_t seed_;

@@ -1,0 +1,350 @@
+#include "sketchd/http/connection.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+
+#include "sketchd/http/api.h"
+
+namespace sketchd::http {
+
+namespace {
+
+// httplib's task queue, growing: a connection holds its worker until it closes or idles
+// for the keep-alive timeout (5 s), and httplib's fixed pool queues new connections behind
+// busy ones, so that 17 idle clients held /healthz up for 5 s and 200 for a minute. Here a
+// connection that finds every worker busy gets a new one, up to kMaxWorkers (beyond that
+// it waits for one); workers idle for kIdleExit beyond the first kKeptWorkers exit.
+// Thread-safe: one mutex guards the queue and the worker counts.
+class growing_pool final : public httplib::TaskQueue {
+ public:
+  static constexpr std::size_t kKeptWorkers = 4;
+  static constexpr std::size_t kMaxWorkers = 512;
+  static constexpr std::chrono::seconds kIdleExit{30};
+
+  growing_pool() {
+    const std::lock_guard lock(mutex_);
+    while (workers_ < kKeptWorkers) start_worker();
+  }
+  ~growing_pool() override { shutdown(); }
+  growing_pool(const growing_pool&) = delete;
+  growing_pool& operator=(const growing_pool&) = delete;
+
+  void enqueue(std::function<void()> fn) override {
+    {
+      const std::lock_guard lock(mutex_);
+      jobs_.push_back(std::move(fn));
+      if (idle_ < jobs_.size() && workers_ < kMaxWorkers) {
+        try {
+          start_worker();
+        } catch (const std::system_error&) {
+          // No thread to be had (a pids limit): the connection waits for a worker.
+        }
+      }
+    }
+    work_.notify_one();
+  }
+
+  // Runs what is queued, then waits for every worker to end.
+  void shutdown() override {
+    std::unique_lock lock(mutex_);
+    stopping_ = true;
+    work_.notify_all();
+    ended_.wait(lock, [this] { return workers_ == 0; });
+  }
+
+ private:
+  // With mutex_ held (so the new thread counts itself out only after this counted it in).
+  // The thread is detached: shutdown() waits for the count instead. Throws
+  // std::system_error when no thread can be created.
+  void start_worker() {
+    std::thread([this] { run(); }).detach();
+    ++workers_;
+  }
+
+  void run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      ++idle_;
+      const bool woken =
+          work_.wait_for(lock, kIdleExit, [this] { return !jobs_.empty() || stopping_; });
+      --idle_;
+      if (jobs_.empty() && (stopping_ || (!woken && workers_ > kKeptWorkers))) break;
+      if (jobs_.empty()) continue;
+      std::function<void()> job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+    if (--workers_ == 0) ended_.notify_all();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable work_;
+  std::condition_variable ended_;
+  std::deque<std::function<void()>> jobs_;
+  std::size_t workers_ = 0;
+  std::size_t idle_ = 0;
+  bool stopping_ = false;
+};
+
+// What a request may send, its line and headers (and a body, which no route reads), and
+// how long it may take to send it. httplib 0.11 bounds the request line (8,192 bytes) but
+// neither the headers nor their time: a client sending 256 MiB of headers had sketchd
+// hold 3 GB, and one sending a byte a second held a worker for as long as it liked.
+constexpr std::size_t kMaxRequestBytes = 64 * 1024;
+constexpr std::chrono::seconds kRequestDeadline{10};
+// How long a request's answer may take to write, from the request's first byte: a client
+// that reads a large /metrics a few bytes at a time would hold its worker, and a stop, for
+// as long as it liked (each write waits kWriteTimeout at most, but any progress restarts
+// it). Far above any scrape timeout.
+constexpr std::chrono::seconds kAnswerDeadline{60};
+
+// Set by the connection's stream when the request went past those bounds, for the error
+// handler's answer (the worker's thread handles one connection at a time).
+enum class request_overrun { none, too_large, too_slow };
+thread_local request_overrun overrun = request_overrun::none;
+
+// The answer to a request past the bounds: status and message.
+std::pair<int, std::string> answer_to(request_overrun why) {
+  if (why == request_overrun::too_large) {
+    return {431,
+            fmt::format("the request's headers are larger than {} KiB", kMaxRequestBytes / 1024)};
+  }
+  return {408, fmt::format("the request took longer than {} s to send", kRequestDeadline.count())};
+}
+
+// Set by an answer after which its connection closes (httplib sends "Connection: close" as
+// a header, but would read on); the worker's thread handles one connection at a time.
+thread_local bool close_after_answer = false;
+
+// A connection's socket, as httplib's own socket stream (a read buffer, since httplib reads
+// the headers a byte at a time; waits bounded by the timeouts), each request within
+// kMaxRequestBytes and kRequestDeadline from begin_request(). The buffer lasts the
+// connection, so that requests sent one after the other without waiting (pipelined) are
+// all answered; httplib's own stream, one per request, dropped those it had read ahead.
+// Not thread-safe: one owner, the worker serving the connection.
+class bounded_socket_stream final : public httplib::Stream {
+ public:
+  explicit bounded_socket_stream(socket_t sock) : sock_(sock) {}
+
+  [[nodiscard]] bool has_read_ahead() const { return offset_ < filled_; }
+
+  void begin_request() {
+    const auto now = std::chrono::steady_clock::now();
+    deadline_ = now + kRequestDeadline;
+    answer_deadline_ = now + kAnswerDeadline;
+    read_ = filled_ - offset_;  // read ahead from the socket: this request's
+  }
+
+  bool is_readable() const override { return has_read_ahead() || wait(POLLIN, kReadTimeout); }
+  bool is_writable() const override { return wait(POLLOUT, kWriteTimeout); }
+
+  ssize_t read(char* ptr, std::size_t size) override {
+    if (offset_ < filled_) {
+      const std::size_t n = std::min(size, filled_ - offset_);
+      std::memcpy(ptr, buffer_.data() + offset_, n);
+      offset_ += n;
+      return static_cast<ssize_t>(n);
+    }
+    if (read_ >= kMaxRequestBytes) return refuse(request_overrun::too_large);
+    const auto left = deadline_ - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero())
+      return refuse(request_overrun::too_slow);
+    // A pause within the deadline is waited out: the request has until then.
+    if (!wait(POLLIN, left)) return refuse(request_overrun::too_slow);
+    const std::size_t room = std::min(buffer_.size(), kMaxRequestBytes - read_);
+    ssize_t n = 0;
+    do {
+      n = ::recv(sock_, buffer_.data(), room, 0);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) return n;
+    read_ += static_cast<std::size_t>(n);
+    filled_ = static_cast<std::size_t>(n);
+    offset_ = 0;
+    return read(ptr, size);
+  }
+
+  ssize_t write(const char* ptr, std::size_t size) override {
+    if (std::chrono::steady_clock::now() >= answer_deadline_ || !is_writable()) return -1;
+    ssize_t n = 0;
+    do {
+      n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n;
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    address(::getpeername, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    address(::getsockname, ip, port);
+  }
+  socket_t socket() const override { return sock_; }
+
+ private:
+  ssize_t refuse(request_overrun why) {
+    overrun = why;
+    return -1;
+  }
+
+  bool wait(short events, std::chrono::steady_clock::duration timeout) const {
+    pollfd p{sock_, events, 0};
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(timeout).count();
+    int rc = 0;
+    do {
+      rc = ::poll(&p, 1, static_cast<int>(ms));
+    } while (rc < 0 && errno == EINTR);
+    return rc > 0;
+  }
+
+  template <typename Get>
+  void address(Get get, std::string& ip, int& port) const {
+    sockaddr_storage a{};
+    socklen_t len = sizeof a;
+    if (get(sock_, reinterpret_cast<sockaddr*>(&a), &len) != 0) return;
+    char host[NI_MAXHOST];
+    char service[NI_MAXSERV];
+    if (::getnameinfo(reinterpret_cast<sockaddr*>(&a), len, host, sizeof host, service,
+                      sizeof service, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+      return;
+    ip = host;
+    port = std::atoi(service);
+  }
+
+  socket_t sock_;
+  std::chrono::steady_clock::time_point deadline_{};
+  std::chrono::steady_clock::time_point answer_deadline_{};
+  std::array<char, 4096> buffer_{};
+  std::size_t offset_ = 0;
+  std::size_t filled_ = 0;
+  std::size_t read_ = 0;  // bytes of this request read from the socket
+};
+
+// How a closing connection lingers (bounded_server::linger_close).
+constexpr std::chrono::seconds kLinger{1};
+constexpr std::size_t kLingerBytes = 1024 * 1024;
+
+// httplib's server, each connection served through bounded_socket_stream; otherwise as
+// httplib serves it (up to keep_alive_max_count requests, each awaited for the keep-alive
+// timeout). httplib's own loop, which this replaces, is a private virtual function.
+// Thread-safe as httplib's server is: serve() runs on many workers at once, each with its
+// own connection and stream, and what it keeps per request is thread_local.
+class bounded_server final : public httplib::Server {
+ public:
+  bool serve(socket_t sock) {
+    bool ok = false;
+    bounded_socket_stream stream(sock);
+    for (std::size_t left = keep_alive_max_count_; left > 0 && !stopping(); --left) {
+      pollfd p{sock, POLLIN, 0};
+      if (!stream.has_read_ahead() &&
+          ::poll(&p, 1, static_cast<int>(std::chrono::milliseconds(kKeepAliveTimeout).count())) <=
+              0)
+        break;
+      if (stopping()) break;
+      stream.begin_request();
+      overrun = request_overrun::none;
+      close_after_answer = false;
+      bool closed = false;
+      ok = process_request(stream, /*close_connection=*/left == 1, closed, nullptr);
+      if (!ok && overrun != request_overrun::none) {
+        // Past the bounds in the request line itself: httplib answers nothing then.
+        const auto [status, message] = answer_to(overrun);
+        const std::string body = error_body(message);
+        const std::string answer = fmt::format(
+            "HTTP/1.1 {} {}\r\nConnection: close\r\nContent-Type: {}\r\nContent-Length: "
+            "{}\r\n\r\n{}",
+            status, status == 431 ? "Request Header Fields Too Large" : "Request Timeout", kJson,
+            body.size(), body);
+        if (stream.is_writable()) (void)stream.write(answer.data(), answer.size());
+      }
+      // Past the bounds, the rest of what the client sends is not a request.
+      if (!ok || closed || overrun != request_overrun::none || close_after_answer) break;
+    }
+    overrun = request_overrun::none;
+    close_after_answer = false;
+    linger_close(sock);
+    return ok;
+  }
+
+ private:
+  // Closes a connection without losing the answers written to it. Linux answers the close
+  // of a socket with unread input by a reset (RST), and a client still sending then sees
+  // its send fail, or its connection reset, before it reads the answer: a body refused
+  // with a 405, headers past 64 KiB, requests beyond the last answered. So the writing side
+  // is shut first, and what the client still sends is read and dropped until it closes,
+  // for at most kLinger and kLingerBytes, and no longer once a stop has begun (a stop waits
+  // for no client).
+  void linger_close(socket_t sock) const {
+    ::shutdown(sock, SHUT_WR);
+    const auto until = std::chrono::steady_clock::now() + kLinger;
+    std::array<char, 4096> sink;
+    for (std::size_t dropped = 0; dropped < kLingerBytes && !stopping();) {
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      pollfd p{sock, POLLIN, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 100)));
+      if (ready == 0 || (ready < 0 && errno == EINTR)) continue;  // a slice: stopping()?
+      if (ready < 0) break;
+      const ssize_t n = ::recv(sock, sink.data(), sink.size(), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // the client closed, or is gone
+      dropped += static_cast<std::size_t>(n);
+    }
+    ::close(sock);
+  }
+
+  bool process_and_close_socket(socket_t sock) override { return serve(sock); }
+
+  // svr_sock_ is invalid once stop() has begun, and is_running() stays true until every
+  // worker has returned: no further request is read then. (Without a listener, as in
+  // serve_connection(), neither holds.)
+  [[nodiscard]] bool stopping() const { return is_running() && svr_sock_ == INVALID_SOCKET; }
+};
+
+}  // namespace
+
+httplib::TaskQueue* new_growing_pool() { return new growing_pool; }
+
+void close_connection_after_answer() noexcept { close_after_answer = true; }
+
+std::optional<std::pair<int, std::string>> overrun_answer() {
+  if (overrun == request_overrun::none) return std::nullopt;
+  return answer_to(overrun);
+}
+
+}  // namespace sketchd::http
+
+namespace sketchd {
+
+std::unique_ptr<httplib::Server> make_bounded_server() {
+  return std::make_unique<http::bounded_server>();
+}
+
+bool serve_connection(httplib::Server& server, int sock) {
+  auto* bounded = dynamic_cast<http::bounded_server*>(&server);
+  if (bounded == nullptr)
+    throw std::logic_error("serve_connection: the server is not one of make_bounded_server()");
+  return bounded->serve(sock);
+}
+
+}  // namespace sketchd
