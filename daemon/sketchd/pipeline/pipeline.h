@@ -16,6 +16,7 @@
 #include "sketch/rolling_count_min.h"
 #include "sketchd/config/config.h"
 #include "sketchd/metrics/metrics.h"
+#include "sketchd/pipeline/clock.h"
 #include "sketchd/pipeline/extractor.h"
 #include "sketchd/pipeline/status.h"
 
@@ -74,10 +75,9 @@ struct pipeline_summary {
 // process() is for the one processing thread only.
 class pipeline {
  public:
-  // Events whose timestamp is further than this ahead of the wall clock do not move the
-  // clock (they count at its current time), so one producer with a wrong clock cannot push
-  // the window into the future.
-  static constexpr std::int64_t kMaxClockSkewMs = 60'000;
+  // See pipeline_clock.
+  static constexpr std::int64_t kMaxClockSkewMs = pipeline_clock::kMaxClockSkewMs;
+  static constexpr std::int64_t kHoldStillMs = pipeline_clock::kHoldStillMs;
 
   explicit pipeline(const pipeline_config& config, std::uint64_t seed = sketch::kDefaultSeed);
 
@@ -102,27 +102,18 @@ class pipeline {
   // Publishes the counters (the forwarding results since end_batch()), taking the lock
   // only for the copy.
   void publish_counters();
-  // Slides the windows: to `wall_ms` on the wall clock; on the event clock, to the latest
-  // event time plus the wall time elapsed since it was seen (an idle stream), once an item
-  // has been seen since the start or the restore (before that the windows hold still; a
-  // restored clock for kHoldStillMs at most).
-  // Then re-estimates the top-k, publishes the counters, releases the lock, and returns the
-  // heavy-hitter events of the batch.
+  // Slides the windows to the pipeline's clock (pipeline_clock::end_batch(): the wall clock,
+  // or the event clock, which holds still until an item has come since the start or the
+  // restore), re-estimates the top-k, publishes the counters, releases the lock, and returns
+  // the heavy-hitter events of the batch.
   std::vector<sketch::heavy_event> end_batch(std::int64_t wall_ms);
   // Releases the lock of a batch that cannot be ended (an exception between begin_batch()
   // and end_batch()): the state stays as the batch left it. Does nothing without a batch.
   void abandon_batch() noexcept;
-  // How long an event-time clock restored from a snapshot holds still when no item comes:
-  // past it, the stream is taken as idle and its windows slide from the snapshot's time
-  // (the downtime counts), as if sketchd had been running without input.
-  static constexpr std::int64_t kHoldStillMs = 60'000;
-  // For a pipeline fed by a consumer group: kHoldStillMs counts from input_assigned() on,
-  // not from the first batch. After a crash the group can take longer than that to hand the
-  // partitions back (the dead member's session timeout, 45 s by default, then the
-  // rebalance), and the backlog must still find the windows where the snapshot left them.
-  // Both are called on the processing thread, between batches.
-  void hold_until_assigned() noexcept { await_assignment_ = true; }
-  void input_assigned() noexcept { await_assignment_ = false; }
+  // pipeline_clock::hold_until_assigned() and input_assigned(): on the processing thread,
+  // between batches.
+  void hold_until_assigned() noexcept { clock_.hold_until_assigned(); }
+  void input_assigned() noexcept { clock_.input_assigned(); }
   // This instance has been assigned an input partition whose earlier items its heavy-hitter
   // window has not counted: another member of the group counted them (and may have left
   // with them), or nobody did (a start without a snapshot of it). Across the group, the
@@ -135,6 +126,7 @@ class pipeline {
   // Readers (any thread).
   [[nodiscard]] pipeline_counters counters() const;
   [[nodiscard]] pipeline_summary summary() const;
+  // The pipeline's metric families (pipeline/metrics.cpp), for the registry's collector.
   void collect(std::vector<metrics::metric_family>& out) const;
   // What the HTTP API shows. nullopt when the pipeline has no heavy_hitters (topk, estimate)
   // or dedup (seen) section.
@@ -143,13 +135,14 @@ class pipeline {
   [[nodiscard]] std::optional<estimate_status> estimate(std::string_view item) const;
   [[nodiscard]] std::optional<seen_status> seen(std::string_view item) const;
 
-  // Snapshots (sketchd/state/snapshot.h). save_state() is the pipeline's state between two
-  // batches: its parameters, its rolling structures (with the top-k candidates) and its
-  // clock. restore_state() puts such a state back; it throws state::mismatch_error listing
-  // every parameter that differs from this pipeline's configuration, and
-  // state::snapshot_error when the state is corrupt (the windows are then empty: the
-  // current structures are released before the state's are built, so that the two are
-  // never held together). Both take the lock; call them between batches.
+  // Snapshots (sketchd/state/snapshot.h; written and read in pipeline/state.cpp).
+  // save_state() is the pipeline's state between two batches: its parameters, its rolling
+  // structures (with the top-k candidates) and its clock. restore_state() puts such a state
+  // back; it throws state::mismatch_error listing every parameter that differs from this
+  // pipeline's configuration, and state::snapshot_error when the state is corrupt (the
+  // windows are then empty: the current structures are released before the state's are
+  // built, so that the two are never held together). Both take the lock; call them
+  // between batches.
   [[nodiscard]] std::string save_state() const;
   void restore_state(std::string_view state);
   // After restore_state(): why the heavy-hitter window was not restored while the rest of
@@ -184,7 +177,9 @@ class pipeline {
   // verdict.
   void feed_group(std::span<const pipeline_input> inputs, std::int64_t wall_ms,
                   std::span<verdict> out) noexcept;
-  std::int64_t clock_of(std::int64_t event_ms, std::int64_t wall_ms) noexcept;
+  // collect() of each section, with the lock held.
+  void collect_heavy_hitters(std::vector<metrics::metric_family>& out) const;
+  void collect_dedup(std::vector<metrics::metric_family>& out) const;
 
   pipeline_config config_;
   std::uint64_t seed_;
@@ -202,26 +197,9 @@ class pipeline {
   std::vector<std::int64_t> group_times_;      // their times on the pipeline's clock
   // Their Count-Min cells, depth() per item (rolling_count_min::locate), when heavy_.
   std::vector<std::uint32_t> group_cells_;
-  pipeline_counters local_;                    // processing thread only
-  pipeline_counters published_;                // under mutex_
-  // The pipeline's clock: the latest time seen, and the wall time when it was seen, so
-  // that an idle event-time stream still slides its windows. clock_wall_ms_ is of this run
-  // only once an item has come since the start or the restore (clock_live_): until then an
-  // event-time clock holds still, so that a backlog (messages produced while
-  // sketchd was down or before it started) is counted at its own times, not at the time the
-  // first empty batch came.
-  std::int64_t clock_ms_ = 0;
-  std::int64_t clock_wall_ms_ = 0;
-  bool clock_live_ = false;
-  std::int64_t held_since_wall_ms_ = 0;  // wall time of the first batch held still, or 0
-  bool await_assignment_ = false;        // see hold_until_assigned()
-  // partitions_taken_over(): pending until a batch moves the clock (an event clock that has
-  // seen nothing has no time yet), then the clock time at which the window is whole again.
-  bool takeover_pending_ = false;
-  std::int64_t incomplete_until_ms_ = 0;
-  // The time the windows were last advanced to (end_batch()): with clock_ms_, "now" for the
-  // gauges that depend on it.
-  std::int64_t advanced_ms_ = 0;
+  pipeline_counters local_;      // processing thread only
+  pipeline_counters published_;  // under mutex_
+  pipeline_clock clock_;         // under mutex_ (the batch's lock for the processing thread)
   // The rotations a restored state had made (by time, by capacity): the exported counters
   // count those of this run only, so that they never go backwards across a restart (a
   // snapshot older than the last scrape would take them back).

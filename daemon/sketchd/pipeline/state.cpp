@@ -1,0 +1,245 @@
+// A pipeline's snapshot state: save_state(), restore_state() and the parameters a state is
+// checked against.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sketch/serialize.h"
+#include "sketchd/pipeline/options.h"
+#include "sketchd/pipeline/pipeline.h"
+#include "sketchd/state/binary.h"
+
+namespace sketchd {
+
+// The state of a pipeline (all integers little-endian):
+//
+//   u64 n, n bytes   parameters(): "key: value" lines
+//   u8               1 when heavy_hitters follows, else 0
+//   u64 n, n bytes     rolling_count_min::serialize() (its own checked record)
+//   u8               1 when dedup follows, else 0
+//   u64 n, n bytes     rolling_bloom::serialize()
+//   i64 clock_ms, i64 clock_wall_ms
+//
+// The parameters are compared as text before anything else is read, so a state made under
+// another configuration (or by a library that sizes the structures differently: the
+// derived sizes are part of the text) is refused with every difference named.
+
+std::string pipeline::describe_parameters(const pipeline_config& config, std::uint64_t seed) {
+  std::string out;
+  const auto line = [&](std::string_view key, const auto& value) {
+    out += fmt::format("{}: {}\n", key, value);
+  };
+  line("item.from", to_string(config.item.from));
+  if (config.item.from == item_source::json) line("item.path", config.item.path);
+  if (config.item.from == item_source::header) line("item.name", config.item.header);
+  line("clock", to_string(config.clock));
+  line("seed", seed);
+  if (const auto& h = config.heavy_hitters) {
+    line("heavy_hitters.window", format_duration(h->window));
+    line("heavy_hitters.buckets", h->buckets);
+    line("heavy_hitters.epsilon", h->epsilon);
+    line("heavy_hitters.delta", h->delta);
+    line("heavy_hitters.top_k", h->top_k);
+    line("heavy_hitters.threshold", h->threshold);
+    line("heavy_hitters.conservative", h->conservative);
+    line("heavy_hitters.width (derived)", sketch::count_min_sketch::suggest_width(h->epsilon));
+    line("heavy_hitters.depth (derived)", sketch::count_min_sketch::suggest_depth(h->delta));
+    line("heavy_hitters.slice_ms (derived)",
+         sketch::rolling_count_min::slice_ms(pipeline_options::count_min_of(*h, seed)));
+  } else {
+    line("heavy_hitters", "none");
+  }
+  if (const auto& d = config.dedup) {
+    line("dedup.window", format_duration(d->window));
+    line("dedup.capacity", d->capacity);
+    line("dedup.fpr", d->fpr);
+    line("dedup.generations", d->generations);
+    const sketch::rolling_bloom_options o = pipeline_options::bloom_of(*d, seed);
+    line("dedup.generation_capacity (derived)", sketch::rolling_bloom::generation_capacity(o));
+    line("dedup.generation_fpr (derived)", sketch::rolling_bloom::generation_fpr(o));
+    line("dedup.generation_bits (derived)", sketch::rolling_bloom::generation_bits(o));
+    line("dedup.slice_ms (derived)", sketch::rolling_bloom::slice_ms(o));
+  } else {
+    line("dedup", "none");
+  }
+  return out;
+}
+
+std::string pipeline::save_state() const {
+  std::lock_guard lock(mutex_);
+  std::string out;
+  // Room for the whole state at once: growing by appends would double the buffer, holding
+  // the old and the new one together at the last step. The records hold the structures'
+  // bytes and a little more (headers, the top-k items); the room not used is never touched.
+  const std::size_t structures =
+      (heavy_ ? heavy_->size_bytes() : 0) + (dedup_ ? dedup_->size_bytes() : 0);
+  out.reserve(parameters_.size() + structures + structures / 50 + (std::size_t{1} << 20));
+  state::binary_writer w(out);
+  w.bytes(parameters_);
+  w.u8(heavy_ ? 1 : 0);
+  // The structures are written in place: the state is held once more, not twice.
+  if (heavy_) w.bytes_with([&](std::string& o) { heavy_->serialize_to(o); });
+  w.u8(dedup_ ? 1 : 0);
+  if (dedup_) w.bytes_with([&](std::string& o) { dedup_->serialize_to(o); });
+  w.i64(clock_.time_ms());
+  w.i64(clock_.wall_ms());
+  return out;
+}
+
+namespace {
+
+// "key: value" lines into pairs, in order.
+std::vector<std::pair<std::string, std::string>> parameter_lines(std::string_view text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  while (!text.empty()) {
+    const std::size_t end = std::min(text.find('\n'), text.size());
+    const std::string_view line = text.substr(0, end);
+    const std::size_t colon = line.find(": ");
+    if (colon != std::string_view::npos)
+      out.emplace_back(line.substr(0, colon), line.substr(colon + 2));
+    text.remove_prefix(std::min(end + 1, text.size()));
+  }
+  return out;
+}
+
+bool same_options(const sketch::rolling_count_min_options& a,
+                  const sketch::rolling_count_min_options& b) {
+  return a.window_ms == b.window_ms && a.buckets == b.buckets && a.epsilon == b.epsilon &&
+         a.delta == b.delta && a.top_k == b.top_k && a.threshold == b.threshold &&
+         a.conservative == b.conservative && a.seed == b.seed;
+}
+
+bool same_options(const sketch::rolling_bloom_options& a, const sketch::rolling_bloom_options& b) {
+  return a.window_ms == b.window_ms && a.capacity == b.capacity && a.fpr == b.fpr &&
+         a.generations == b.generations && a.seed == b.seed;
+}
+
+}  // namespace
+
+std::optional<std::string> pipeline::state_mismatch(const std::string& name,
+                                                    const std::string& ours,
+                                                    std::string_view saved) {
+  state::binary_reader r(saved, fmt::format("state of pipeline {}", name));
+  const std::string theirs(r.bytes());
+  if (theirs == ours) return std::nullopt;
+  const auto a = parameter_lines(theirs);
+  const auto b = parameter_lines(ours);
+  std::vector<std::string> differences;
+  const auto value_in = [](const auto& lines, const std::string& key) -> std::string {
+    for (const auto& [k, v] : lines) {
+      if (k == key) return v;
+    }
+    return "(not set)";
+  };
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : a) keys.push_back(k);
+  for (const auto& [k, v] : b) {
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  }
+  // The derived sizes follow from the settings: they are listed only when no setting
+  // differs (then the sizing itself changed, e.g. with another version of the library).
+  std::vector<std::string> derived;
+  // A section on one side only is one difference, not one per key of it.
+  std::vector<std::string> one_sided;
+  for (const std::string section : {"heavy_hitters", "dedup"}) {
+    const bool in_theirs = value_in(a, section) != "none";
+    const bool in_ours = value_in(b, section) != "none";
+    if (in_theirs == in_ours) continue;
+    one_sided.push_back(section);
+    differences.push_back(fmt::format("{}: {} in the snapshot, {} in the configuration", section,
+                                      in_theirs ? "present" : "absent",
+                                      in_ours ? "present" : "absent"));
+  }
+  for (const auto& k : keys) {
+    const std::string x = value_in(a, k);
+    const std::string y = value_in(b, k);
+    if (x == y) continue;
+    if (std::any_of(one_sided.begin(), one_sided.end(), [&k](const std::string& section) {
+          return k == section || k.starts_with(section + ".");
+        })) {
+      continue;
+    }
+    (k.ends_with(" (derived)") ? derived : differences)
+        .push_back(fmt::format("{}: {} in the snapshot, {} in the configuration", k, x, y));
+  }
+  if (differences.empty()) differences = std::move(derived);
+  if (differences.empty()) r.fail("corrupt: unreadable parameters");
+  return fmt::format("made under other parameters ({})", fmt::join(differences, "; "));
+}
+
+void pipeline::restore_state(std::string_view saved) {
+  if (auto mismatch = state_mismatch(config_.name, parameters_, saved)) {
+    throw state::mismatch_error(*mismatch);
+  }
+  state::binary_reader r(saved, fmt::format("state of pipeline {}", config_.name));
+  (void)r.bytes();  // skips the parameters, equal to ours (state_mismatch above)
+  // The current structures are released before the state's are built, so that the two
+  // are never held together (they can take most of the memory); should the state turn out
+  // corrupt, empty ones take their place.
+  std::lock_guard lock(mutex_);
+  std::optional<sketch::rolling_count_min_options> heavy_options;
+  std::optional<sketch::rolling_bloom_options> dedup_options;
+  if (heavy_) heavy_options = heavy_->options();
+  if (dedup_) dedup_options = dedup_->options();
+  heavy_.reset();
+  dedup_.reset();
+  try {
+    const auto present = [&r] {
+      const std::uint8_t flag = r.u8();
+      if (flag > 1) r.fail("corrupt: a presence flag is neither 0 nor 1");
+      return flag == 1;
+    };
+    heavy_window_dropped_.reset();
+    try {
+      if (present()) {
+        const std::string_view record = r.bytes();
+        try {
+          heavy_.emplace(sketch::rolling_count_min::deserialize(record));
+        } catch (const sketch::format_version_error& e) {
+          // Written before the Count-Min rows' hashing changed: its counters sit at other
+          // columns, so the window cannot be read, but the dedup window and the input
+          // positions can (the dedup window's format is the same). It starts empty.
+          if (!heavy_options) throw;
+          heavy_.emplace(*heavy_options);
+          heavy_window_dropped_ = e.what();
+        }
+      }
+      if (present()) dedup_.emplace(sketch::rolling_bloom::deserialize(r.bytes()));
+    } catch (const sketch::format_error& e) {
+      r.fail(e.what());
+    }
+    const std::int64_t clock_ms = r.i64();
+    const std::int64_t clock_wall_ms = r.i64();
+    r.done();
+    // The parameters' text matched; the structures must carry the same options (they can
+    // only differ in a state written by something else than save_state()).
+    if (heavy_.has_value() != heavy_options.has_value() ||
+        dedup_.has_value() != dedup_options.has_value() ||
+        (heavy_ && !same_options(heavy_->options(), *heavy_options)) ||
+        (dedup_ && !same_options(dedup_->options(), *dedup_options))) {
+      r.fail("the structures do not match the parameters");
+    }
+    // The newest generation may have been slid past the last item by an idle stream.
+    clock_.restore(clock_ms, clock_wall_ms,
+                   dedup_ && dedup_->live_generations() > 0
+                       ? std::max(clock_ms, dedup_->generation_start_ms(0))
+                       : clock_ms);
+    restored_rotations_by_time_ = dedup_ ? dedup_->rotations_by_time() : 0;
+    restored_rotations_by_capacity_ = dedup_ ? dedup_->rotations_by_capacity() : 0;
+  } catch (...) {
+    restored_rotations_by_time_ = 0;
+    restored_rotations_by_capacity_ = 0;
+    heavy_window_dropped_.reset();
+    heavy_.reset();
+    dedup_.reset();
+    if (heavy_options) heavy_.emplace(*heavy_options);
+    if (dedup_options) dedup_.emplace(*dedup_options);
+    throw;
+  }
+}
+
+}  // namespace sketchd
