@@ -164,15 +164,15 @@ void fill_every_generation(sketchd::pipeline& p, std::int64_t& now) {
 
 // True when every dedup generation of `p` holds bits (sketchd_bloom_fill_ratio > 0).
 bool every_generation_live(const sketchd::pipeline& p) {
-  std::vector<sketchd::metrics::metric_family> families;
+  std::vector<prometheus::MetricFamily> families;
   p.collect(families);
   std::size_t live = 0;
   std::size_t generations = 0;
   for (const auto& f : families) {
     if (f.name != "sketchd_bloom_fill_ratio") continue;
-    for (const auto& s : f.samples) {
+    for (const auto& s : f.metric) {
       ++generations;
-      live += s.value > 0 ? 1 : 0;
+      live += s.gauge.value > 0 ? 1 : 0;
     }
   }
   return generations > 0 && live == generations;

@@ -51,7 +51,6 @@ int run_size(const size_options& o) {
   return 0;
 }
 
-
 int run_fpr(const fpr_options& o) {
   const double m = static_cast<double>(parse_count("--bits", o.bits));
   const double n = static_cast<double>(parse_count("--items", o.items));
@@ -74,7 +73,6 @@ int run_fpr(const fpr_options& o) {
                                                             : bloom_math::fpr_exact(m, n, k))));
   return 0;
 }
-
 
 namespace {
 
@@ -201,7 +199,6 @@ int run_dedup(const dedup_options& o) {
   return dedup_with(
       *f, o, n, blocked_bloom_filter::fpr(static_cast<double>(f->bits()), static_cast<double>(n)));
 }
-
 
 int run_topk(const topk_options& o) {
   if (o.k < 1 || o.k > 1000) throw usage_error(fmt::format("-k: must be in 1..1000, got {}", o.k));

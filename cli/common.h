@@ -2,6 +2,7 @@
 // and the progress line.
 #pragma once
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -11,8 +12,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <fmt/format.h>
 
 namespace sketch::cli {
 

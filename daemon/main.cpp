@@ -187,7 +187,8 @@ int dispatch(arguments& args, const subcommands& sub) {
         args.config_path != args.run_config_path) {
       return usage_error("--config is given twice with different files");
     }
-    const std::string& path = args.run_config_path.empty() ? args.config_path : args.run_config_path;
+    const std::string& path =
+        args.run_config_path.empty() ? args.config_path : args.run_config_path;
     if (path.empty()) return usage_error("run: --config FILE is required", sub.run);
     return sketchd::run_command(path);
   }

@@ -123,8 +123,7 @@ TEST(CapacityWarning, WarnsAtMostOnceAMinuteWhileRotationsByCapacityGoOn) {
   EXPECT_EQ(out.str(), "");
   s.rotations_by_capacity = 6;
   w.check(log, p, s, t0 + 71s);
-  EXPECT_NE(out.str().find("3 rotation(s) by capacity since the last such line"),
-            std::string::npos)
+  EXPECT_NE(out.str().find("3 rotation(s) by capacity since the last such line"), std::string::npos)
       << out.str();
 }
 

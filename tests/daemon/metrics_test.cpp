@@ -54,7 +54,8 @@ TEST(Registry, ServesTheFamiliesComponentsRegisteredBeforeTheCollectables) {
   r.add([](std::vector<prometheus::MetricFamily>& out) {
     out.push_back(single("y", "scraped", prometheus::MetricType::Gauge, 0.5));
   });
-  auto& counters = prometheus::BuildCounter().Name("c_total").Help("counted").Register(r.families());
+  auto& counters =
+      prometheus::BuildCounter().Name("c_total").Help("counted").Register(r.families());
   counters.Add({{"topic", "t"}}).Increment(3);
   // The same name and help registered again is the same family (prometheus-cpp's Merge).
   auto& again = prometheus::BuildCounter().Name("c_total").Help("counted").Register(r.families());

@@ -211,7 +211,7 @@ TEST(Pipeline, ATakeOverLeavesTheWindowIncompleteForAWindow) {
   dedup_only.heavy_hitters.reset();
   pipeline d(dedup_only);
   d.partitions_taken_over();
-  std::vector<metrics::metric_family> families;
+  std::vector<prometheus::MetricFamily> families;
   d.collect(families);
   for (const auto& f : families) EXPECT_NE(f.name, "sketchd_cms_window_incomplete_seconds");
 }

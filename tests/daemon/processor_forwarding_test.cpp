@@ -146,10 +146,10 @@ struct fixture {
   }
   // A metric of the processor's collector (the first sample of the family).
   double metric(std::string_view name) const {
-    std::vector<metrics::metric_family> families;
+    std::vector<prometheus::MetricFamily> families;
     proc->collect(families);
     for (const auto& f : families) {
-      if (f.name == name) return f.samples.at(0).value;
+      if (f.name == name) return metrics::value_of(f.metric.at(0), f.type);
     }
     ADD_FAILURE() << "no " << name;
     return -1;

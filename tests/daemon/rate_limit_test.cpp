@@ -34,7 +34,9 @@ TEST(LogRateLimit, ALineAfterAQuietIntervalIsWrittenAtOnce) {
   EXPECT_TRUE(limit.admit(t0 + 10s));
   EXPECT_FALSE(limit.admit(t0 + 19s));
   EXPECT_TRUE(limit.take_held(t0 + 20s));
-  EXPECT_TRUE(limit.admit(t0 + 20s)) << "what was held is told: a new interval";
+  // The line that told them is the new interval's first.
+  EXPECT_FALSE(limit.admit(t0 + 25s));
+  EXPECT_TRUE(limit.take_held(t0 + 30s));
 }
 
 TEST(LogRateLimit, LinesHeldBackAreToldBeforeTheNextIsWritten) {
@@ -57,7 +59,7 @@ TEST(LogRateLimit, ABurstOfLinesIsWrittenInEachInterval) {
   EXPECT_FALSE(limit.admit(t0 + 3s));
   EXPECT_FALSE(limit.admit(t0 + 4s));
   EXPECT_EQ(limit.take_held(t0 + 10s)->count, 2U);
-  EXPECT_TRUE(limit.admit(t0 + 10s));
+  // The line that told them, and two more.
   EXPECT_TRUE(limit.admit(t0 + 10s));
   EXPECT_TRUE(limit.admit(t0 + 10s));
   EXPECT_FALSE(limit.admit(t0 + 10s));
@@ -80,7 +82,8 @@ TEST(KeyedRateLimit, EachKeyIsLimitedApartAndItsNextLineCountsWhatWasHeld) {
   EXPECT_EQ(limit.admit("a", t0 + 1s, "y"), std::nullopt);
   EXPECT_EQ(limit.admit("a", t0 + 2s, "z"), std::nullopt);
   EXPECT_EQ(limit.admit("a", t0 + 10s, "w"), 2U);
-  EXPECT_EQ(limit.admit("a", t0 + 20s, "w"), 0U);
+  EXPECT_EQ(limit.admit("a", t0 + 11s, "v"), std::nullopt);
+  EXPECT_EQ(limit.admit("a", t0 + 20s, "w"), 1U);
 }
 
 TEST(KeyedRateLimit, OverdueLinesAreToldWithTheirKey) {

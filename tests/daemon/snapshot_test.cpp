@@ -388,12 +388,12 @@ TEST(PipelineState, RestoredPipelineAnswersAsBefore) {
 // Prometheus reads as a reset and counts all the restored rotations again.
 TEST(PipelineState, RestoredRotationsAreNotExportedAgain) {
   const auto rotations = [](const pipeline& p) {
-    std::vector<metrics::metric_family> families;
+    std::vector<prometheus::MetricFamily> families;
     p.collect(families);
     std::map<std::string, double> by_reason;
     for (const auto& f : families) {
       if (f.name != "sketchd_bloom_rotations_total") continue;
-      for (const auto& s : f.samples) by_reason[s.labels.at(1).value] = s.value;
+      for (const auto& s : f.metric) by_reason[s.label.at(1).value] = s.counter.value;
     }
     return by_reason;
   };

@@ -66,8 +66,7 @@ struct fixture {
         for (int i = 0; i < times; ++i) (void)p->process(m, wall_ms, wall_ms);
       }
       (void)p->end_batch(wall_ms);
-      registry.add(
-          [q = p.get()](std::vector<sketchd::metrics::metric_family>& out) { q->collect(out); });
+      p->register_metrics(registry);
       readers.push_back(p.get());
     }
     ready.set(true);

@@ -96,9 +96,9 @@ void pipeline_state(std::string_view rest) {
   (void)sketchd::http::estimate_json(p, "a");
   (void)sketchd::http::seen_json(p, "b");
   (void)p.summary();
-  std::vector<sketchd::metrics::metric_family> families;
-  p.collect(families);
-  (void)sketchd::metrics::serialize_text(families);
+  sketchd::metrics::registry registry;
+  p.register_metrics(registry);
+  (void)registry.scrape();
 
   sketchd::pipeline again(pipeline_config());
   const std::string saved = p.save_state();

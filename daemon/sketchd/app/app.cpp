@@ -7,9 +7,9 @@
 #include <csignal>
 
 #include "sketchd/app/preflight.h"
-#include "sketchd/processor/kafka_forwarder.h"
 #include "sketchd/app/wall_clock.h"
 #include "sketchd/kafka/property_policy.h"
+#include "sketchd/processor/kafka_forwarder.h"
 #include "sketchd/util/logging.h"
 
 namespace sketchd::app {
@@ -78,15 +78,16 @@ void app::start_processor() {
   for (const auto& p : pipelines_) writers.push_back(p.get());
   // /readyz and /healthz: the processor calls its give-up check every 10 ms while it waits
   // on a full producer queue, and waiting on the output cluster is not a stall.
-  proc_ = std::make_unique<processor>(cfg_, writers, topics_, make_kafka_forwarder(cfg_, bootstrap_), [this] {
-    ready_.beat();
-    const auto now = std::chrono::steady_clock::now();
-    if (backpressure_.queue_full_wait(now) && source_ && !source_->held()) {
-      source_->hold();
-      module_logger("kafka")->debug("input held while the output queue is full");
-    }
-    return backpressure_.give_up(std::chrono::steady_clock::now(), stopping());
-  });
+  proc_ = std::make_unique<processor>(
+      cfg_, writers, topics_, make_kafka_forwarder(cfg_, bootstrap_), [this] {
+        ready_.beat();
+        const auto now = std::chrono::steady_clock::now();
+        if (backpressure_.queue_full_wait(now) && source_ && !source_->held()) {
+          source_->hold();
+          module_logger("kafka")->debug("input held while the output queue is full");
+        }
+        return backpressure_.give_up(std::chrono::steady_clock::now(), stopping());
+      });
   // A restored event clock holds still from the group's first assignment on, not from start.
   for (pipeline* p : writers) p->hold_until_assigned();
   std::vector<kafka::partition_offset> positions;
@@ -101,23 +102,11 @@ void app::start_processor() {
 }
 
 void app::register_metrics() {
-  consumed_counters_ = std::make_unique<consumed_counters>(topics_);
-  registry_.add(collect_build_info);
-  registry_.add([this](std::vector<metrics::metric_family>& out) {
-    consumed_counters_->collect(out);
-  });
-  for (const auto& p : pipelines_) {
-    const pipeline* reader = p.get();
-    registry_.add([reader](std::vector<metrics::metric_family>& out) { reader->collect(out); });
-  }
-  registry_.add([this](std::vector<metrics::metric_family>& out) { proc_->collect(out); });
-  registry_.add([this](std::vector<metrics::metric_family>& out) { collect_stall(ready_, out); });
-  // The snapshotter's (it exists once the source does, before the server serves).
-  if (store_) {
-    registry_.add([this](std::vector<metrics::metric_family>& out) {
-      if (snapshots_) snapshots_->collect(out);
-    });
-  }
+  register_build_info(registry_);
+  consumed_counters_ = std::make_unique<consumed_counters>(registry_, topics_);
+  for (const auto& p : pipelines_) p->register_metrics(registry_);
+  proc_->register_metrics(registry_);
+  registry_.add([this](std::vector<prometheus::MetricFamily>& out) { collect_stall(ready_, out); });
   registry_.add(metrics::collect_process_metrics);
 }
 
@@ -160,11 +149,11 @@ void app::start_source() {
   source_->on_revoke(
       [this](std::span<const kafka::topic_partition> revoked) { on_revoke(revoked); });
   registry_.add(
-      [this](std::vector<metrics::metric_family>& out) { collect_input(*source_, out); });
+      [this](std::vector<prometheus::MetricFamily>& out) { collect_input(*source_, out); });
   if (store_) {
-    snapshots_ = std::make_unique<snapshotter>(cfg_.state, *store_, pipelines_, topics_, *proc_,
-                                               *source_, ready_,
-                                               [this] { return stopping(); });
+    snapshots_ =
+        std::make_unique<snapshotter>(registry_, cfg_.state, *store_, pipelines_, topics_, *proc_,
+                                      *source_, ready_, [this] { return stopping(); });
   }
   const auto log = module_logger("kafka");
   log->info("consuming topic(s) {} as group {} from {}", fmt::join(topics_, ", "),

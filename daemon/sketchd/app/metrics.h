@@ -3,8 +3,9 @@
 // pipelines, the processor and the snapshotter register theirs themselves.
 #pragma once
 
+#include <prometheus/counter.h>
+
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -19,33 +20,32 @@ class source;
 
 namespace sketchd::app {
 
-// The messages consumed, by topic: counted by the processing thread, published once per
-// batch for the scrape. Thread-safe.
+// sketchd_messages_consumed_total{topic}: counted by the processing thread, added to the
+// registry's counters once per batch. Not thread-safe but for the counters themselves
+// (prometheus-cpp's, read by the scrape).
 class consumed_counters {
  public:
-  explicit consumed_counters(std::vector<std::string> topics);
+  // Registers the family in `registry`, a counter per topic (kafka::record::topic_index
+  // indexes `topics`).
+  consumed_counters(metrics::registry& registry, const std::vector<std::string>& topics);
 
   // By the processing thread, after each batch: its totals so far, by topic index.
   void publish(const std::vector<std::uint64_t>& by_topic);
 
-  // sketchd_messages_consumed_total{topic}.
-  void collect(std::vector<metrics::metric_family>& out) const;
-
  private:
-  const std::vector<std::string> topics_;
-  mutable std::mutex mutex_;
-  std::vector<std::uint64_t> by_topic_;
+  std::vector<prometheus::Counter*> counters_;
+  std::vector<std::uint64_t> published_;
 };
 
-// sketchd_build_info{version, revision} = 1.
-void collect_build_info(std::vector<metrics::metric_family>& out);
+// Registers sketchd_build_info{version, revision} = 1 in `registry`.
+void register_build_info(metrics::registry& registry);
 
 // sketchd_processing_stalled_seconds.
-void collect_stall(const readiness& ready, std::vector<metrics::metric_family>& out);
+void collect_stall(const readiness& ready, std::vector<prometheus::MetricFamily>& out);
 
 // sketchd_kafka_consumer_lag_messages{topic, partition}, sketchd_kafka_brokers_up,
 // sketchd_kafka_assigned_partitions, sketchd_kafka_commit_failures_total,
 // sketchd_kafka_uncommitted_messages and sketchd_kafka_consume_errors_total.
-void collect_input(const kafka::source& input, std::vector<metrics::metric_family>& out);
+void collect_input(const kafka::source& input, std::vector<prometheus::MetricFamily>& out);
 
 }  // namespace sketchd::app

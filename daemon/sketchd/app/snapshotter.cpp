@@ -22,8 +22,7 @@ namespace {
 
 // A critical line for a snapshot that stops the start: it is kept.
 std::nullopt_t refuse(spdlog::logger& log, const std::string& problem) {
-  log.critical("{}; not starting (the snapshot is kept: fix the cause, then start again)",
-               problem);
+  log.critical("{}; not starting (the snapshot is kept: fix the cause, then start again)", problem);
   return std::nullopt;
 }
 
@@ -153,8 +152,9 @@ std::optional<restored_state> restore(const config& cfg, state::store& store,
     try {
       restore_pipeline(store, *it, blob, *log, outcome);
     } catch (const std::bad_alloc&) {
-      return refuse(*log, fmt::format("not enough memory to restore pipeline {} from the snapshot {}",
-                                      name, store.path()));
+      return refuse(
+          *log, fmt::format("not enough memory to restore pipeline {} from the snapshot {}", name,
+                            store.path()));
     }
   }
   if (!accept_unfit(cfg, store, outcome.unfit, *log)) return std::nullopt;
@@ -176,7 +176,15 @@ std::optional<restored_state> restore(const config& cfg, state::store& store,
   return out;
 }
 
-snapshotter::snapshotter(const state_config& cfg, state::store& store,
+namespace {
+
+prometheus::Gauge& gauge(metrics::registry& registry, const char* name, const char* help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(registry.families()).Add({});
+}
+
+}  // namespace
+
+snapshotter::snapshotter(metrics::registry& registry, const state_config& cfg, state::store& store,
                          const std::vector<std::unique_ptr<pipeline>>& pipelines,
                          const std::vector<std::string>& topics, processor& proc,
                          kafka::source& input, readiness& ready,
@@ -189,7 +197,23 @@ snapshotter::snapshotter(const state_config& cfg, state::store& store,
       input_(input),
       ready_(ready),
       stop_requested_(std::move(stop_requested)),
-      last_(std::chrono::steady_clock::now()) {}
+      last_(std::chrono::steady_clock::now()),
+      last_success_seconds_(
+          gauge(registry, "sketchd_snapshot_last_success_timestamp_seconds",
+                "Unix time of the last snapshot written successfully (0 before the first).")),
+      failures_(prometheus::BuildCounter()
+                    .Name("sketchd_snapshot_failures_total")
+                    .Help("Snapshots that could not be taken or written.")
+                    .Register(registry.families())
+                    .Add({})),
+      duration_seconds_(gauge(registry, "sketchd_snapshot_duration_seconds",
+                              "Time the last snapshot took, delivery wait included.")),
+      size_bytes_(
+          gauge(registry, "sketchd_snapshot_size_bytes", "Size of the last snapshot file.")) {
+  gauge(registry, "sketchd_snapshot_interval_seconds",
+        "state.snapshot_interval: how often a snapshot is taken.")
+      .Set(std::chrono::duration<double>(cfg.snapshot_interval).count());
+}
 
 bool snapshotter::deliver(std::chrono::milliseconds wait, bool stoppable, bool& abandoned) {
   const auto start = std::chrono::steady_clock::now();
@@ -212,8 +236,7 @@ bool snapshotter::deliver(std::chrono::milliseconds wait, bool stoppable, bool& 
 
 void snapshotter::failed(const std::string& why) {
   module_logger("state")->error("snapshot not written: {}", why);
-  std::lock_guard lock(mutex_);
-  ++failures_;
+  failures_.Increment();
 }
 
 bool snapshotter::take(std::chrono::milliseconds wait, bool stoppable) {
@@ -246,12 +269,10 @@ bool snapshotter::take(std::chrono::milliseconds wait, bool stoppable) {
     const auto written = store_.write(snap);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    module_logger("state")->debug("snapshot written: {} bytes in {:.3f} s", written.bytes,
-                                  seconds);
-    std::lock_guard lock(mutex_);
-    last_success_seconds_ = static_cast<double>(snap.created_ms) / 1000.0;
-    duration_seconds_ = seconds;
-    size_bytes_ = static_cast<double>(written.bytes);
+    module_logger("state")->debug("snapshot written: {} bytes in {:.3f} s", written.bytes, seconds);
+    duration_seconds_.Set(seconds);
+    size_bytes_.Set(static_cast<double>(written.bytes));
+    last_success_seconds_.Set(static_cast<double>(snap.created_ms) / 1000.0);
     return true;
   } catch (const std::exception& e) {
     failed(e.what());
@@ -263,32 +284,6 @@ void snapshotter::take_when_due(std::chrono::steady_clock::time_point now) {
   if (proc_.failed() || now - last_ < cfg_.snapshot_interval) return;
   static_cast<void>(take(std::chrono::seconds(30), /*stoppable=*/true));
   last_ = std::chrono::steady_clock::now();
-}
-
-void snapshotter::collect(std::vector<metrics::metric_family>& out) const {
-  using metrics::metric_type;
-  const double interval = std::chrono::duration<double>(cfg_.snapshot_interval).count();
-  std::lock_guard lock(mutex_);
-  out.push_back({"sketchd_snapshot_last_success_timestamp_seconds",
-                 "Unix time of the last snapshot written successfully (0 before the first).",
-                 metric_type::gauge,
-                 {{{}, last_success_seconds_}}});
-  out.push_back({"sketchd_snapshot_failures_total",
-                 "Snapshots that could not be taken or written.",
-                 metric_type::counter,
-                 {{{}, static_cast<double>(failures_)}}});
-  out.push_back({"sketchd_snapshot_duration_seconds",
-                 "Time the last snapshot took, delivery wait included.",
-                 metric_type::gauge,
-                 {{{}, duration_seconds_}}});
-  out.push_back({"sketchd_snapshot_size_bytes",
-                 "Size of the last snapshot file.",
-                 metric_type::gauge,
-                 {{{}, size_bytes_}}});
-  out.push_back({"sketchd_snapshot_interval_seconds",
-                 "state.snapshot_interval: how often a snapshot is taken.",
-                 metric_type::gauge,
-                 {{{}, interval}}});
 }
 
 }  // namespace sketchd::app

@@ -7,11 +7,13 @@
 // (docs/SEMANTICS.md).
 #pragma once
 
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -46,14 +48,16 @@ struct restored_state {
 [[nodiscard]] std::optional<restored_state> restore(
     const config& cfg, state::store& store, std::vector<std::unique_ptr<pipeline>>& pipelines);
 
-// Takes the snapshots of a running daemon. Not thread-safe but for collect(), which the
-// HTTP thread calls (the figures it reads are published under a lock).
+// Takes the snapshots of a running daemon. Not thread-safe; the processing thread's (its
+// metrics are prometheus-cpp's, which the scrape reads).
 class snapshotter {
  public:
-  // Everything is borrowed and must outlive the snapshotter. `topics` are the source's
+  // Registers sketchd_snapshot_last_success_timestamp_seconds, _failures_total,
+  // _duration_seconds, _size_bytes and _interval_seconds in `registry`. Everything is
+  // borrowed and must outlive the snapshotter. `topics` are the source's
   // (kafka::record::topic_index indexes them). `stop_requested` tells a periodic snapshot
   // to stop waiting.
-  snapshotter(const state_config& cfg, state::store& store,
+  snapshotter(metrics::registry& registry, const state_config& cfg, state::store& store,
               const std::vector<std::unique_ptr<pipeline>>& pipelines,
               const std::vector<std::string>& topics, processor& proc, kafka::source& input,
               readiness& ready, std::function<bool()> stop_requested);
@@ -67,10 +71,6 @@ class snapshotter {
 
   // The periodic snapshot, when snapshot_interval has passed since the last at `now`.
   void take_when_due(std::chrono::steady_clock::time_point now);
-
-  // sketchd_snapshot_last_success_timestamp_seconds, _failures_total, _duration_seconds,
-  // _size_bytes and _interval_seconds. Thread-safe.
-  void collect(std::vector<metrics::metric_family>& out) const;
 
  private:
   // Waits up to `wait` for the outputs; false when they are not all delivered by then, or a
@@ -88,11 +88,10 @@ class snapshotter {
   std::function<bool()> stop_requested_;
   std::chrono::steady_clock::time_point last_;
 
-  mutable std::mutex mutex_;  // guards the figures below
-  double last_success_seconds_ = 0;  // unix time; 0 before the first
-  std::uint64_t failures_ = 0;
-  double duration_seconds_ = 0;
-  double size_bytes_ = 0;
+  prometheus::Gauge& last_success_seconds_;  // unix time; 0 before the first
+  prometheus::Counter& failures_;
+  prometheus::Gauge& duration_seconds_;
+  prometheus::Gauge& size_bytes_;
 };
 
 }  // namespace sketchd::app

@@ -1,12 +1,14 @@
 #include "sketchd/metrics/metrics.h"
 
-#include <fmt/format.h>
+#include <prometheus/text_serializer.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -14,126 +16,108 @@
 
 namespace sketchd::metrics {
 
-void registry::add(collector c) {
-  std::lock_guard lock(mutex_);
-  collectors_.push_back(std::move(c));
+prometheus::MetricFamily family(std::string name, std::string help, prometheus::MetricType type) {
+  prometheus::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = type;
+  return f;
 }
 
-std::vector<metric_family> registry::collect() const {
-  std::vector<collector> collectors;
+void add(prometheus::MetricFamily& f, labels series_labels, double value) {
+  prometheus::ClientMetric m;
+  m.label = std::move(series_labels);
+  switch (f.type) {
+    case prometheus::MetricType::Counter:
+      m.counter.value = value;
+      break;
+    case prometheus::MetricType::Gauge:
+      m.gauge.value = value;
+      break;
+    default:
+      m.untyped.value = value;
+  }
+  f.metric.push_back(std::move(m));
+}
+
+double value_of(const prometheus::ClientMetric& m, prometheus::MetricType type) {
+  switch (type) {
+    case prometheus::MetricType::Counter:
+      return m.counter.value;
+    case prometheus::MetricType::Gauge:
+      return m.gauge.value;
+    default:
+      return m.untyped.value;
+  }
+}
+
+prometheus::MetricFamily single(std::string name, std::string help, prometheus::MetricType type,
+                                double value) {
+  prometheus::MetricFamily f = family(std::move(name), std::move(help), type);
+  add(f, {}, value);
+  return f;
+}
+
+std::vector<prometheus::MetricFamily> collector::Collect() const {
+  std::vector<prometheus::MetricFamily> out;
+  f_(out);
+  return out;
+}
+
+void registry::add(std::shared_ptr<const prometheus::Collectable> c) {
+  std::lock_guard lock(mutex_);
+  collectables_.push_back(std::move(c));
+}
+
+std::vector<prometheus::MetricFamily> registry::collect() const {
+  std::vector<std::shared_ptr<const prometheus::Collectable>> collectables;
   {
     std::lock_guard lock(mutex_);
-    collectors = collectors_;
+    collectables = collectables_;
   }
-  std::vector<metric_family> raw;
-  for (const auto& c : collectors) c(raw);
-
+  std::vector<prometheus::MetricFamily> raw = families_->Collect();
+  for (const auto& c : collectables) {
+    std::vector<prometheus::MetricFamily> more = c->Collect();
+    raw.insert(raw.end(), std::make_move_iterator(more.begin()),
+               std::make_move_iterator(more.end()));
+  }
   // One family per name, in first-seen order, as the format requires.
-  std::vector<metric_family> merged;
+  std::vector<prometheus::MetricFamily> merged;
   std::map<std::string, std::size_t, std::less<>> index;
   for (auto& f : raw) {
     auto [it, fresh] = index.try_emplace(f.name, merged.size());
     if (fresh) {
       merged.push_back(std::move(f));
     } else {
-      auto& into = merged[it->second].samples;
-      into.insert(into.end(), std::make_move_iterator(f.samples.begin()),
-                  std::make_move_iterator(f.samples.end()));
+      auto& into = merged[it->second].metric;
+      into.insert(into.end(), std::make_move_iterator(f.metric.begin()),
+                  std::make_move_iterator(f.metric.end()));
     }
   }
   return merged;
 }
 
-std::string registry::scrape() const { return serialize_text(collect()); }
-
-namespace {
-
-const char* type_name(metric_type t) {
-  switch (t) {
-    case metric_type::counter:
-      return "counter";
-    case metric_type::gauge:
-      return "gauge";
-    case metric_type::untyped:
-      return "untyped";
-  }
-  return "untyped";
-}
-
-void append_escaped(std::string& out, std::string_view s, bool quote) {
-  for (char c : s) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (quote && c == '"') {
-      out += "\\\"";
-    } else {
-      out += c;
-    }
-  }
-}
-
-void append_value(std::string& out, double v) {
-  if (std::isnan(v)) {
-    out += "NaN";
-  } else if (std::isinf(v)) {
-    out += v > 0 ? "+Inf" : "-Inf";
-  } else if (v == std::floor(v) && std::fabs(v) < 1e15) {
-    fmt::format_to(std::back_inserter(out), "{}", static_cast<long long>(v));
-  } else {
-    fmt::format_to(std::back_inserter(out), "{}", v);  // shortest round-trip form
-  }
-}
-
-}  // namespace
-
-std::string serialize_text(const std::vector<metric_family>& families) {
-  std::string out;
-  for (const auto& f : families) {
-    out += "# HELP ";
-    out += f.name;
-    out += ' ';
-    append_escaped(out, f.help, false);
-    out += "\n# TYPE ";
-    out += f.name;
-    out += ' ';
-    out += type_name(f.type);
-    out += '\n';
-    for (const auto& s : f.samples) {
-      out += f.name;
-      if (!s.labels.empty()) {
-        out += '{';
-        for (std::size_t i = 0; i < s.labels.size(); ++i) {
-          if (i) out += ',';
-          out += s.labels[i].name;
-          out += "=\"";
-          append_escaped(out, s.labels[i].value, true);
-          out += '"';
-        }
-        out += '}';
+std::string registry::scrape() const {
+  std::vector<prometheus::MetricFamily> families = collect();
+  // prometheus-cpp 1.0.1's TextSerializer escapes label values but writes HELP as it is: a
+  // backslash or a newline there is escaped here, as the format asks (0.0.4).
+  for (auto& f : families) {
+    std::string help;
+    for (const char c : f.help) {
+      if (c == '\\') {
+        help += "\\\\";
+      } else if (c == '\n') {
+        help += "\\n";
+      } else {
+        help += c;
       }
-      out += ' ';
-      append_value(out, s.value);
-      out += '\n';
     }
+    f.help = std::move(help);
   }
-  return out;
+  return prometheus::TextSerializer().Serialize(families);
 }
 
-std::string clean_label_value(std::string_view raw, std::size_t max_bytes) {
-  return utf8::clean(raw, max_bytes);
-}
-
-namespace {
-
-metric_family single(std::string name, std::string help, metric_type type, double value) {
-  return metric_family{std::move(name), std::move(help), type, {sample{{}, value}}};
-}
-
-}  // namespace
-
-void collect_process_metrics(std::vector<metric_family>& out) {
+void collect_process_metrics(std::vector<prometheus::MetricFamily>& out) {
   const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
   const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
 
@@ -153,12 +137,12 @@ void collect_process_metrics(std::vector<metric_family>& out) {
       const double vsize = std::stod(f[23 - 3]);
       const double rss_pages = std::stod(f[24 - 3]);
       out.push_back(single("process_cpu_seconds_total",
-                           "Total user and system CPU time spent in seconds.", metric_type::counter,
-                           (utime + stime) / ticks));
+                           "Total user and system CPU time spent in seconds.",
+                           prometheus::MetricType::Counter, (utime + stime) / ticks));
       out.push_back(single("process_virtual_memory_bytes", "Virtual memory size in bytes.",
-                           metric_type::gauge, vsize));
+                           prometheus::MetricType::Gauge, vsize));
       out.push_back(single("process_resident_memory_bytes", "Resident memory size in bytes.",
-                           metric_type::gauge, rss_pages * page));
+                           prometheus::MetricType::Gauge, rss_pages * page));
       std::ifstream proc_stat("/proc/stat");
       std::string key;
       double boot_time = 0;
@@ -170,7 +154,7 @@ void collect_process_metrics(std::vector<metric_family>& out) {
       }
       out.push_back(single("process_start_time_seconds",
                            "Start time of the process since unix epoch in seconds.",
-                           metric_type::gauge, boot_time + start_ticks / ticks));
+                           prometheus::MetricType::Gauge, boot_time + start_ticks / ticks));
     }
   }
 
@@ -180,13 +164,17 @@ void collect_process_metrics(std::vector<metric_family>& out) {
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
     ++fds;
   }
-  out.push_back(
-      single("process_open_fds", "Number of open file descriptors.", metric_type::gauge, fds));
+  out.push_back(single("process_open_fds", "Number of open file descriptors.",
+                       prometheus::MetricType::Gauge, fds));
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
     out.push_back(single("process_max_fds", "Maximum number of open file descriptors.",
-                         metric_type::gauge, static_cast<double>(limit.rlim_cur)));
+                         prometheus::MetricType::Gauge, static_cast<double>(limit.rlim_cur)));
   }
+}
+
+std::string clean_label_value(std::string_view raw, std::size_t max_bytes) {
+  return utf8::clean(raw, max_bytes);
 }
 
 }  // namespace sketchd::metrics

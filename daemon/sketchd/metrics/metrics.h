@@ -1,14 +1,22 @@
-// Prometheus metrics of the daemon, built at scrape time.
+// Prometheus metrics of the daemon, on prometheus-cpp's core (Debian's prometheus-cpp-dev).
 //
-// Debian 12 ships no prometheus-cpp, so this is the part of it sketchd needs: collectors
-// that produce metric families when /metrics is scraped (prometheus-cpp's Collectable)
-// and the text exposition format 0.0.4 (its TextSerializer). Nothing here is touched on
-// the per-message path: pipelines publish plain counters once per batch and a collector
-// reads them under the pipeline's lock at scrape time, so series of items that leave the
-// top-k simply stop being produced.
+// One registry behind /metrics. A component registers its own families in its
+// prometheus::Registry (registry::families(): counters and gauges it updates once per
+// batch, never per message), and adds a collectable for the figures it reads at scrape
+// time (under a pipeline's lock, or from librdkafka's statistics): the top-k series go
+// through one, so that series of items that leave the top-k simply stop being produced.
+// The scrape merges the families of the same name and serializes them with prometheus-cpp's
+// TextSerializer (the text exposition format 0.0.4), served by sketchd's own HTTP server
+// (http/server.h says why not prometheus-cpp's pull Exposer).
 #pragma once
 
+#include <prometheus/client_metric.h>
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
+
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -17,46 +25,60 @@
 
 namespace sketchd::metrics {
 
-enum class metric_type { counter, gauge, untyped };
+// The labels of one series, in the order they are written.
+using labels = std::vector<prometheus::ClientMetric::Label>;
 
-struct label {
-  std::string name;
-  std::string value;
-};
+// An empty family of `type` to fill at scrape time.
+[[nodiscard]] prometheus::MetricFamily family(std::string name, std::string help,
+                                              prometheus::MetricType type);
 
-struct sample {
-  std::vector<label> labels;
-  double value = 0;
-};
+// Appends a series of `labels` with `value` to `f`: a counter's or a gauge's value, by
+// the family's type (an untyped one otherwise).
+void add(prometheus::MetricFamily& f, labels series_labels, double value);
 
-struct metric_family {
-  std::string name;
-  std::string help;
-  metric_type type = metric_type::gauge;
-  std::vector<sample> samples;
-};
+// The value of series `m` of a family of `type`: its counter's, gauge's or untyped value.
+[[nodiscard]] double value_of(const prometheus::ClientMetric& m, prometheus::MetricType type);
 
-// Appends the families it knows to `out`. Called at scrape time, from the HTTP thread.
-using collector = std::function<void(std::vector<metric_family>& out)>;
+// A family of one series without labels.
+[[nodiscard]] prometheus::MetricFamily single(std::string name, std::string help,
+                                              prometheus::MetricType type, double value);
 
-// The set of collectors behind /metrics. Thread-safe: collectors may be added while
-// scrapes run.
-class registry {
+// A collectable made of a function that appends families at scrape time, from the HTTP
+// thread. Thread-safe as the function is.
+class collector final : public prometheus::Collectable {
  public:
-  void add(collector c);
-  // Runs every collector, merges families of the same name (samples appended in
-  // collector order) and serializes them in the text format.
-  [[nodiscard]] std::string scrape() const;
-  [[nodiscard]] std::vector<metric_family> collect() const;
+  using function = std::function<void(std::vector<prometheus::MetricFamily>& out)>;
+  explicit collector(function f) : f_(std::move(f)) {}
+  [[nodiscard]] std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
-  mutable std::mutex mutex_;
-  std::vector<collector> collectors_;
+  function f_;
 };
 
-// The text exposition format 0.0.4: "# HELP", "# TYPE", then one line per sample with
-// label values escaped (\\, \", \n) and values printed exactly (+Inf, -Inf, NaN).
-[[nodiscard]] std::string serialize_text(const std::vector<metric_family>& families);
+// The set of families behind /metrics. Thread-safe: families and collectables may be
+// added while scrapes run.
+class registry {
+ public:
+  // Where components register the counters and gauges they update:
+  // prometheus::BuildCounter().Name(…).Help(…).Register(families()). A family of the same
+  // name and help registered again is the same family (prometheus-cpp's Merge).
+  [[nodiscard]] prometheus::Registry& families() noexcept { return *families_; }
+
+  // A collectable read at each scrape, after the registered families.
+  void add(std::shared_ptr<const prometheus::Collectable> c);
+  void add(collector::function f) { add(std::make_shared<const collector>(std::move(f))); }
+
+  // Every family, one per name (the series of families of the same name appended in the
+  // order they came), in first-seen order.
+  [[nodiscard]] std::vector<prometheus::MetricFamily> collect() const;
+  // collect() in the text format, by prometheus::TextSerializer.
+  [[nodiscard]] std::string scrape() const;
+
+ private:
+  std::shared_ptr<prometheus::Registry> families_ = std::make_shared<prometheus::Registry>();
+  mutable std::mutex mutex_;
+  std::vector<std::shared_ptr<const prometheus::Collectable>> collectables_;
+};
 
 // A label value fit for a series: valid UTF-8 (each invalid byte becomes U+FFFD) and at
 // most `max_bytes` bytes, cut at a character boundary (utf8::clean, with the label's limit).
@@ -64,7 +86,7 @@ class registry {
 
 // process_cpu_seconds_total, process_resident_memory_bytes, process_virtual_memory_bytes,
 // process_open_fds, process_max_fds and process_start_time_seconds, read from /proc as
-// the Prometheus client libraries do.
-void collect_process_metrics(std::vector<metric_family>& out);
+// the Prometheus client libraries do (prometheus-cpp has none).
+void collect_process_metrics(std::vector<prometheus::MetricFamily>& out);
 
 }  // namespace sketchd::metrics

@@ -1,5 +1,7 @@
-// pipeline::collect(): the pipeline's metric families, built at scrape time from the
-// counters published at the last batch and the structures, under the pipeline's lock.
+// The pipeline's metric families, built at scrape time from the counters published at the
+// last batch and the structures, under the pipeline's lock, by a prometheus::Collectable
+// of the pipeline's own: the top-k series are those of the items in the top-k at that
+// scrape, so that the series of an item that left it disappear.
 #include "sketchd/metrics/metrics.h"
 
 #include <set>
@@ -12,147 +14,159 @@ namespace sketchd {
 
 namespace {
 
-using metrics::metric_family;
-using metrics::metric_type;
+using prometheus::MetricFamily;
+using metric_type = prometheus::MetricType;
 
-// A family of one sample, labelled with the pipeline.
-metric_family one(const std::string& pipeline, const char* name, const char* help, metric_type type,
-                  double v) {
-  return metric_family{name, help, type, {{{{"pipeline", pipeline}}, v}}};
+// A family of one series, labelled with the pipeline.
+MetricFamily one(const std::string& pipeline, const char* name, const char* help, metric_type type,
+                 double v) {
+  MetricFamily f = metrics::family(name, help, type);
+  metrics::add(f, {{"pipeline", pipeline}}, v);
+  return f;
 }
+
+// The pipeline's families at each scrape. Thread-safe: collect() takes the pipeline's lock.
+class pipeline_collectable final : public prometheus::Collectable {
+ public:
+  explicit pipeline_collectable(const pipeline& p) : p_(p) {}
+  [[nodiscard]] std::vector<MetricFamily> Collect() const override {
+    std::vector<MetricFamily> out;
+    p_.collect(out);
+    return out;
+  }
+
+ private:
+  const pipeline& p_;
+};
 
 }  // namespace
 
-void pipeline::collect(std::vector<metrics::metric_family>& out) const {
+void pipeline::register_metrics(metrics::registry& registry) const {
+  registry.add(std::make_shared<const pipeline_collectable>(*this));
+}
+
+void pipeline::collect(std::vector<prometheus::MetricFamily>& out) const {
   std::lock_guard lock(mutex_);
   out.push_back(one(config_.name, "sketchd_pipeline_items_total",
-                    "Items extracted from messages and fed to the pipeline.", metric_type::counter,
+                    "Items extracted from messages and fed to the pipeline.", metric_type::Counter,
                     static_cast<double>(published_.items)));
-  metric_family failures{"sketchd_pipeline_extract_failures_total",
-                         "Messages skipped because no item could be extracted, by reason.",
-                         metric_type::counter,
-                         {}};
+  MetricFamily failures = metrics::family(
+      "sketchd_pipeline_extract_failures_total",
+      "Messages skipped because no item could be extracted, by reason.", metric_type::Counter);
   for (std::size_t i = 1; i < kExtractFailureCount; ++i) {
-    failures.samples.push_back(
-        {{{"pipeline", config_.name},
-          {"reason", std::string(to_string(static_cast<extract_failure>(i)))}},
-         static_cast<double>(published_.failures[i])});
+    metrics::add(failures,
+                 {{"pipeline", config_.name},
+                  {"reason", std::string(to_string(static_cast<extract_failure>(i)))}},
+                 static_cast<double>(published_.failures[i]));
   }
   out.push_back(std::move(failures));
   if (heavy_) collect_heavy_hitters(out);
   if (dedup_) collect_dedup(out);
 }
 
-void pipeline::collect_heavy_hitters(std::vector<metrics::metric_family>& out) const {
+void pipeline::collect_heavy_hitters(std::vector<prometheus::MetricFamily>& out) const {
   const auto& h = *config_.heavy_hitters;
   const std::string& p = config_.name;
   const double n = static_cast<double>(heavy_->window_items());
   out.push_back(one(p, "sketchd_cms_window_items", "Items in the current heavy-hitter window (N).",
-                    metric_type::gauge, n));
+                    metric_type::Gauge, n));
   out.push_back(one(p, "sketchd_cms_error_bound_items",
                     "Count-Min error bound epsilon*N: estimates exceed true counts by at most "
                     "this, with probability 1-delta.",
-                    metric_type::gauge, heavy_->error_bound()));
+                    metric_type::Gauge, heavy_->error_bound()));
   out.push_back(one(p, "sketchd_heavy_hitter_threshold_ratio",
-                    "Heavy-hitter threshold phi: share of the window's items.", metric_type::gauge,
+                    "Heavy-hitter threshold phi: share of the window's items.", metric_type::Gauge,
                     h.threshold));
   out.push_back(one(p, "sketchd_cms_window_incomplete_seconds",
                     "Time on the pipeline's clock until the heavy-hitter window again holds every "
                     "item of the partitions this instance took over from another member (or "
                     "started without); 0 when whole.",
-                    metric_type::gauge, static_cast<double>(clock_.incomplete_ms()) / 1000.0));
+                    metric_type::Gauge, static_cast<double>(clock_.incomplete_ms()) / 1000.0));
   out.push_back(one(p, "sketchd_cms_size_bytes",
                     "Memory of the rolling Count-Min sketch and its top-k tracker.",
-                    metric_type::gauge, static_cast<double>(heavy_->size_bytes())));
+                    metric_type::Gauge, static_cast<double>(heavy_->size_bytes())));
   // A gauge by nature, exposed as untyped: the contract's name ends in "_count", which
   // `promtool check metrics` reserves for histograms and summaries unless the family is
   // untyped (Prometheus stores untyped samples exactly like gauges).
-  metric_family counts{"sketchd_heavy_hitter_estimated_count",
-                       "Estimated count in the window of each of the current top-k items.",
-                       metric_type::untyped,
-                       {}};
-  metric_family ratios{"sketchd_heavy_hitter_ratio",
-                       "Estimated share of the window of each top-k item.",
-                       metric_type::gauge,
-                       {}};
+  MetricFamily counts = metrics::family(
+      "sketchd_heavy_hitter_estimated_count",
+      "Estimated count in the window of each of the current top-k items.", metric_type::Untyped);
+  MetricFamily ratios =
+      metrics::family("sketchd_heavy_hitter_ratio",
+                      "Estimated share of the window of each top-k item.", metric_type::Gauge);
   // Two items may clean to the same label (invalid bytes, truncation): keep the first,
   // which has the higher estimate, so that no series is duplicated.
   std::set<std::string, std::less<>> labels;
   for (const auto& e : heavy_->top()) {
     std::string label = metrics::clean_label_value(e.item);
     if (!labels.insert(label).second) continue;
-    counts.samples.push_back({{{"pipeline", p}, {"item", label}}, static_cast<double>(e.estimate)});
-    ratios.samples.push_back(
-        {{{"pipeline", p}, {"item", label}}, n > 0 ? static_cast<double>(e.estimate) / n : 0.0});
+    metrics::add(counts, {{"pipeline", p}, {"item", label}}, static_cast<double>(e.estimate));
+    metrics::add(ratios, {{"pipeline", p}, {"item", label}},
+                 n > 0 ? static_cast<double>(e.estimate) / n : 0.0);
   }
   out.push_back(std::move(counts));
   out.push_back(std::move(ratios));
-  metric_family events{"sketchd_heavy_hitter_events_total",
-                       "Items entering or leaving the heavy set (estimate >= phi*N).",
-                       metric_type::counter,
-                       {}};
-  events.samples.push_back(
-      {{{"pipeline", p}, {"event", "enter"}}, static_cast<double>(published_.heavy_enter)});
-  events.samples.push_back(
-      {{{"pipeline", p}, {"event", "leave"}}, static_cast<double>(published_.heavy_leave)});
+  MetricFamily events = metrics::family(
+      "sketchd_heavy_hitter_events_total",
+      "Items entering or leaving the heavy set (estimate >= phi*N).", metric_type::Counter);
+  metrics::add(events, {{"pipeline", p}, {"event", "enter"}},
+               static_cast<double>(published_.heavy_enter));
+  metrics::add(events, {{"pipeline", p}, {"event", "leave"}},
+               static_cast<double>(published_.heavy_leave));
   out.push_back(std::move(events));
 }
 
-void pipeline::collect_dedup(std::vector<metrics::metric_family>& out) const {
+void pipeline::collect_dedup(std::vector<prometheus::MetricFamily>& out) const {
   const std::string& p = config_.name;
   out.push_back(one(p, "sketchd_dedup_first_seen_total",
-                    "Items not seen before in the dedup window.", metric_type::counter,
+                    "Items not seen before in the dedup window.", metric_type::Counter,
                     static_cast<double>(published_.first_seen)));
   out.push_back(one(p, "sketchd_dedup_duplicates_total",
                     "Items already seen in the dedup window (or false positives).",
-                    metric_type::counter, static_cast<double>(published_.duplicates)));
+                    metric_type::Counter, static_cast<double>(published_.duplicates)));
   out.push_back(one(p, "sketchd_dedup_forwarded_total",
-                    "First-seen events delivered to the output topic.", metric_type::counter,
+                    "First-seen events delivered to the output topic.", metric_type::Counter,
                     static_cast<double>(published_.forwarded)));
   out.push_back(one(p, "sketchd_dedup_forward_failures_total",
                     "Outputs (first-seen events and duplicates) whose delivery failed for good.",
-                    metric_type::counter, static_cast<double>(published_.forward_failures)));
-  metric_family fill{"sketchd_bloom_fill_ratio",
-                     "Share of bits set in each Bloom generation (0 = newest).",
-                     metric_type::gauge,
-                     {}};
+                    metric_type::Counter, static_cast<double>(published_.forward_failures)));
+  MetricFamily fill = metrics::family("sketchd_bloom_fill_ratio",
+                                      "Share of bits set in each Bloom generation (0 = newest).",
+                                      metric_type::Gauge);
   for (std::size_t g = 0; g < dedup_->generations(); ++g) {
-    fill.samples.push_back(
-        {{{"pipeline", p}, {"generation", std::to_string(g)}}, dedup_->fill_ratio(g)});
+    metrics::add(fill, {{"pipeline", p}, {"generation", std::to_string(g)}}, dedup_->fill_ratio(g));
   }
   out.push_back(std::move(fill));
   out.push_back(one(
       p, "sketchd_bloom_estimated_false_positive_ratio",
       "False-positive probability of a new item over all generations, estimated from their fill.",
-      metric_type::gauge, dedup_->estimated_fpr()));
+      metric_type::Gauge, dedup_->estimated_fpr()));
   out.push_back(one(p, "sketchd_bloom_target_false_positive_ratio",
                     "Configured target false-positive rate of the dedup window.",
-                    metric_type::gauge, dedup_->target_fpr()));
+                    metric_type::Gauge, dedup_->target_fpr()));
   out.push_back(one(p, "sketchd_bloom_estimated_items",
                     "Distinct items in the dedup window, estimated from the fill.",
-                    metric_type::gauge, dedup_->estimated_items()));
+                    metric_type::Gauge, dedup_->estimated_items()));
   out.push_back(one(p, "sketchd_bloom_size_bytes", "Memory of the rolling Bloom filter.",
-                    metric_type::gauge, static_cast<double>(dedup_->size_bytes())));
+                    metric_type::Gauge, static_cast<double>(dedup_->size_bytes())));
   out.push_back(
       one(p, "sketchd_bloom_effective_window_seconds",
           "Time span the dedup generations cover now; below the configured window after bursts.",
-          metric_type::gauge,
+          metric_type::Gauge,
           static_cast<double>(dedup_->effective_window_ms(clock_.now_ms())) / 1000.0));
   out.push_back(one(p, "sketchd_bloom_window_seconds", "Configured dedup window (dedup.window).",
-                    metric_type::gauge,
+                    metric_type::Gauge,
                     static_cast<double>(config_.dedup->window.count()) / 1000.0));
-  metric_family rotations{
+  MetricFamily rotations = metrics::family(
       "sketchd_bloom_rotations_total",
       "Bloom generation rotations since sketchd started: at the end of a time slice (time) "
       "or when the newest generation reached its share of dedup.capacity first (capacity).",
-      metric_type::counter,
-      {}};
-  rotations.samples.push_back(
-      {{{"pipeline", p}, {"reason", "time"}},
-       static_cast<double>(dedup_->rotations_by_time() - restored_rotations_by_time_)});
-  rotations.samples.push_back(
-      {{{"pipeline", p}, {"reason", "capacity"}},
-       static_cast<double>(dedup_->rotations_by_capacity() - restored_rotations_by_capacity_)});
+      metric_type::Counter);
+  metrics::add(rotations, {{"pipeline", p}, {"reason", "time"}},
+               static_cast<double>(dedup_->rotations_by_time() - restored_rotations_by_time_));
+  metrics::add(
+      rotations, {{"pipeline", p}, {"reason", "capacity"}},
+      static_cast<double>(dedup_->rotations_by_capacity() - restored_rotations_by_capacity_));
   out.push_back(std::move(rotations));
 }
 

@@ -126,8 +126,11 @@ class pipeline {
   // Readers (any thread).
   [[nodiscard]] pipeline_counters counters() const;
   [[nodiscard]] pipeline_summary summary() const;
-  // The pipeline's metric families (pipeline/metrics.cpp), for the registry's collector.
-  void collect(std::vector<metrics::metric_family>& out) const;
+  // Adds the pipeline's collectable to `registry` (pipeline/metrics.cpp): the pipeline must
+  // outlive its scrapes.
+  void register_metrics(metrics::registry& registry) const;
+  // The pipeline's metric families, as its collectable gives them at a scrape. Thread-safe.
+  void collect(std::vector<prometheus::MetricFamily>& out) const;
   // What the HTTP API shows. nullopt when the pipeline has no heavy_hitters (topk, estimate)
   // or dedup (seen) section.
   [[nodiscard]] pipeline_status status() const;
@@ -178,8 +181,8 @@ class pipeline {
   void feed_group(std::span<const pipeline_input> inputs, std::int64_t wall_ms,
                   std::span<verdict> out) noexcept;
   // collect() of each section, with the lock held.
-  void collect_heavy_hitters(std::vector<metrics::metric_family>& out) const;
-  void collect_dedup(std::vector<metrics::metric_family>& out) const;
+  void collect_heavy_hitters(std::vector<prometheus::MetricFamily>& out) const;
+  void collect_dedup(std::vector<prometheus::MetricFamily>& out) const;
 
   pipeline_config config_;
   std::uint64_t seed_;

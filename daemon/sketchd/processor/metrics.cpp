@@ -18,49 +18,50 @@ void processor::consumption_stopped() {
   stopped_ = true;
 }
 
-void processor::collect(std::vector<metrics::metric_family>& out) const {
-  using metrics::metric_family;
-  using metrics::metric_type;
-  metric_family dups{"sketchd_dedup_duplicates_forwarded_total",
-                     "Duplicate events delivered to the pipeline's dedup.duplicates_topic.",
-                     metric_type::counter,
-                     {}};
-  metric_family sent{"sketchd_heavy_hitter_alerts_sent_total",
-                     "Heavy-hitter events (an item entering or leaving the heavy set) delivered to "
-                     "heavy_hitters.alerts_topic.",
-                     metric_type::counter,
-                     {}};
-  metric_family failed_alerts{
+void processor::register_metrics(metrics::registry& registry) const {
+  registry.add([this](std::vector<prometheus::MetricFamily>& out) { collect(out); });
+}
+
+void processor::collect(std::vector<prometheus::MetricFamily>& out) const {
+  using prometheus::MetricType;
+  auto dups = metrics::family(
+      "sketchd_dedup_duplicates_forwarded_total",
+      "Duplicate events delivered to the pipeline's dedup.duplicates_topic.", MetricType::Counter);
+  auto sent = metrics::family(
+      "sketchd_heavy_hitter_alerts_sent_total",
+      "Heavy-hitter events (an item entering or leaving the heavy set) delivered to "
+      "heavy_hitters.alerts_topic.",
+      MetricType::Counter);
+  auto failed_alerts = metrics::family(
       "sketchd_heavy_hitter_alert_failures_total",
       "Heavy-hitter events that could not be delivered to heavy_hitters.alerts_topic.",
-      metric_type::counter,
-      {}};
+      MetricType::Counter);
   std::lock_guard lock(mutex_);
   for (std::size_t i = 0; i < pipelines_.size(); ++i) {
-    const std::vector<metrics::label> p{{"pipeline", pipelines_[i]->name()}};
+    const metrics::labels p{{"pipeline", pipelines_[i]->name()}};
     if (outputs_[i].duplicate)
-      dups.samples.push_back({p, static_cast<double>(published_.duplicates_forwarded[i])});
+      metrics::add(dups, p, static_cast<double>(published_.duplicates_forwarded[i]));
     if (outputs_[i].alert) {
-      sent.samples.push_back({p, static_cast<double>(published_.alerts_sent[i])});
-      failed_alerts.samples.push_back({p, static_cast<double>(published_.alert_failures[i])});
+      metrics::add(sent, p, static_cast<double>(published_.alerts_sent[i]));
+      metrics::add(failed_alerts, p, static_cast<double>(published_.alert_failures[i]));
     }
   }
-  if (!dups.samples.empty()) out.push_back(std::move(dups));
-  if (!sent.samples.empty()) {
+  if (!dups.metric.empty()) out.push_back(std::move(dups));
+  if (!sent.metric.empty()) {
     out.push_back(std::move(sent));
     out.push_back(std::move(failed_alerts));
   }
   // Read now, not at the end of a batch: a batch waiting on the producer's full queue
   // (the output brokers down) is exactly when this figure matters.
-  out.push_back({"sketchd_producer_queue_messages",
-                 "Events produced to output topics and not yet acknowledged by the brokers.",
-                 metric_type::gauge,
-                 {{{}, static_cast<double>(out_ ? out_->in_flight() : 0)}}});
-  out.push_back({"sketchd_consumption_stopped",
-                 "1 when consumption stopped after a final forwarding failure (see /readyz and the "
-                 "log); 0 otherwise.",
-                 metric_type::gauge,
-                 {{{}, stopped_ ? 1.0 : 0.0}}});
+  out.push_back(
+      metrics::single("sketchd_producer_queue_messages",
+                      "Events produced to output topics and not yet acknowledged by the brokers.",
+                      MetricType::Gauge, static_cast<double>(out_ ? out_->in_flight() : 0)));
+  out.push_back(metrics::single(
+      "sketchd_consumption_stopped",
+      "1 when consumption stopped after a final forwarding failure (see /readyz and the log); 0 "
+      "otherwise.",
+      MetricType::Gauge, stopped_ ? 1.0 : 0.0));
 }
 
 }  // namespace sketchd

@@ -123,9 +123,11 @@ class processor {
   // A fatal forwarder error (the daemon must exit).
   [[nodiscard]] std::optional<std::string> fatal_error() const;
 
+  // Adds collect() to `registry`'s collectables: the processor must outlive its scrapes.
+  void register_metrics(metrics::registry& registry) const;
   // sketchd_dedup_duplicates_forwarded_total, sketchd_heavy_hitter_alerts_sent_total,
   // sketchd_producer_queue_messages, sketchd_consumption_stopped. Thread-safe.
-  void collect(std::vector<metrics::metric_family>& out) const;
+  void collect(std::vector<prometheus::MetricFamily>& out) const;
 
  private:
   enum class output_kind : std::uint8_t { first_seen, duplicate, alert };

@@ -24,13 +24,13 @@ bool log_rate_limit::admit(clock::time_point now, std::string_view text) {
 }
 
 std::optional<log_rate_limit::held_back> log_rate_limit::take_held(clock::time_point now,
-                                                                    bool now_anyway) {
+                                                                   bool now_anyway) {
   if (held_ == 0 || (!now_anyway && now - since_ < interval_)) return std::nullopt;
   held_back out{held_, now - since_, now - last_held_at_, std::move(last_)};
   held_ = 0;
   last_.clear();
   since_ = now;
-  shown_ = 0;
+  shown_ = 1;  // the line that tells them
   return out;
 }
 
@@ -43,10 +43,10 @@ std::optional<std::uint64_t> keyed_rate_limit::admit(const std::string& key,
     if (limits_.size() >= kMaxKeys) limits_.clear();
     it = limits_.emplace(key, log_rate_limit(interval_)).first;
   }
-  std::uint64_t before = 0;
-  if (auto held = it->second.take_held(now)) before = held->count;
+  // This line tells what was held back, if the interval has passed.
+  if (auto held = it->second.take_held(now)) return held->count;
   if (!it->second.admit(now, text)) return std::nullopt;
-  return before;
+  return 0;
 }
 
 }  // namespace sketchd

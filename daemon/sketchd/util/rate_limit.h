@@ -23,9 +23,9 @@ class log_rate_limit {
   // What was held back since the interval began, as take_held() returns it.
   struct held_back {
     std::uint64_t count = 0;
-    clock::duration over{};     // since the interval began
-    clock::duration ago{};      // since the last held-back line came
-    std::string last;           // the last held-back line's text, as given to admit()
+    clock::duration over{};  // since the interval began
+    clock::duration ago{};   // since the last held-back line came
+    std::string last;        // the last held-back line's text, as given to admit()
   };
 
   // `burst` ≥ 1 lines in each `interval`.
@@ -37,8 +37,9 @@ class log_rate_limit {
   // one ended with nothing held back (or after take_held() told what was).
   [[nodiscard]] bool admit(clock::time_point now, std::string_view text = {});
 
-  // What is held back, once the interval has passed (at once with `now_anyway`), and a new
-  // interval begins at `now`; nullopt when nothing is held back or the interval runs on.
+  // What is held back, once the interval has passed (at once with `now_anyway`), for one
+  // line to tell; a new interval begins at `now`, with that line as its first. nullopt when
+  // nothing is held back or the interval runs on.
   [[nodiscard]] std::optional<held_back> take_held(clock::time_point now, bool now_anyway = false);
 
   [[nodiscard]] clock::duration interval() const noexcept { return interval_; }
