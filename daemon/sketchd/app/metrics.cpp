@@ -33,12 +33,14 @@ void consumed_counters::publish(const std::vector<std::uint64_t>& by_topic) {
 }
 
 void register_build_info(metrics::registry& registry) {
-  prometheus::BuildGauge()
-      .Name("sketchd_build_info")
-      .Help("sketchd's version and source revision; always 1.")
-      .Register(registry.families())
-      .Add({{"version", SKETCHD_VERSION}, {"revision", build_revision()}})
-      .Set(1);
+  // A family of its own, not a prometheus::Family: prometheus-cpp sorts a series' labels by
+  // name, and the contract writes this one's version first (as Prometheus' own build_info).
+  registry.add([](std::vector<prometheus::MetricFamily>& out) {
+    auto f = metrics::family("sketchd_build_info",
+                             "sketchd's version and source revision; always 1.", MetricType::Gauge);
+    metrics::add(f, {{"version", SKETCHD_VERSION}, {"revision", build_revision()}}, 1);
+    out.push_back(std::move(f));
+  });
 }
 
 void collect_stall(const readiness& ready, std::vector<prometheus::MetricFamily>& out) {
