@@ -67,7 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (valid_utf8(text) && text.size() <= max) FUZZ_CHECK(label == text);
   }
 
-  const std::string quoted = sketchd::json::quote(text);
+  const std::string quoted = sketchd::json::dump(nlohmann::json(text));
   simdjson::dom::parser parser;
   std::string_view parsed;
   FUZZ_CHECK(parser.parse(quoted).get_string().get(parsed) == simdjson::SUCCESS);

@@ -2,11 +2,10 @@
 // job; writing is nlohmann::json's, through dump() here, which makes any bytes safe.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -34,26 +33,8 @@ template <typename Json>
 requires std::same_as<Json, nlohmann::ordered_json>
 [[nodiscard]] std::string members(const Json& object);
 
-// Appends `s` as a JSON string literal: quotes, backslashes and control characters are
-// escaped (DEL, the C1 controls, U+2028, U+2029 and the bidirectional controls too, as
-// sketch::escape_controls does), and bytes that are not valid UTF-8 become U+FFFD
-// (utf8::clean), so the output is always valid JSON whatever the item bytes were. For the
-// writers that still build JSON by hand, until they write through dump().
-void append_string(std::string& out, std::string_view s);
-
-[[nodiscard]] inline std::string quote(std::string_view s) {
-  std::string out;
-  append_string(out, s);
-  return out;
-}
-
-// A number as JSON: finite values in shortest round-trip form, non-finite ones as null.
-void append_number(std::string& out, double v);
-
-// `v` as a JSON value that dump() writes as append_number() does: an integral value as an
-// integer ("3", not nlohmann's "3.0"; from 1e16 on with an exponent, as fmt), others in
-// shortest round-trip form, non-finite ones as null. (The one difference: a fraction
-// above 1e15, which nlohmann writes with an exponent.)
+// `v` as a JSON value: an integral value as an integer ("3", not nlohmann's "3.0"; from
+// 1e16 on with an exponent), others in shortest round-trip form, non-finite ones as null.
 template <typename Json = nlohmann::json>
 [[nodiscard]] Json number(double v) {
   if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e16)
