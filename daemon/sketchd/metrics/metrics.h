@@ -1,13 +1,15 @@
 // Prometheus metrics of the daemon, on prometheus-cpp's core (Debian's prometheus-cpp-dev).
 //
-// One registry behind /metrics. A component registers its own families in its
+// One registry behind /metrics. A component registers its own families in the
 // prometheus::Registry (registry::families(): counters and gauges it updates once per
 // batch, never per message), and adds a collectable for the figures it reads at scrape
 // time (under a pipeline's lock, or from librdkafka's statistics): the top-k series go
 // through one, so that series of items that leave the top-k simply stop being produced.
 // The scrape merges the families of the same name and serializes them with prometheus-cpp's
-// TextSerializer (the text exposition format 0.0.4), served by sketchd's own HTTP server
-// (http/server.h says why not prometheus-cpp's pull Exposer).
+// TextSerializer (the text exposition format 0.0.4). sketchd's own HTTP server serves them,
+// not prometheus-cpp's pull Exposer: one listener for /metrics, the API and the probes, with
+// one set of connection limits (and, later, one TLS and auth set-up), where the Exposer
+// would open a second port on a server of its own (civetweb).
 #pragma once
 
 #include <prometheus/client_metric.h>
