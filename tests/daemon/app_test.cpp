@@ -95,6 +95,9 @@ TEST(SummaryLine, ItsFieldsAreTheSameFiguresAsJson) {
   EXPECT_EQ(j["top"][0]["ratio"], 0.25);
   EXPECT_EQ(j["bloom_generations"], 4);
   EXPECT_EQ(j["estimated_fpr"], 0.0);
+  // In the order sketchd has always written them.
+  EXPECT_EQ(summary_fields(summary_of_both(), 12.0).substr(0, 66),
+            "\"pipeline\":\"clicks\",\"items_per_second\":12,\"window_items\":200,\"top\"");
 }
 
 TEST(CapacityWarning, WarnsAtMostOnceAMinuteWhileRotationsByCapacityGoOn) {

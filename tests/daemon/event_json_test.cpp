@@ -42,6 +42,21 @@ TEST(EventJson, AnAlertEventHasEveryMemberWithItsMeaning) {
                                {"timestamp_ms", 1'763'841'600'123}}));
 }
 
+// The members in the order sketchd has always written them, and whole numbers as integers.
+TEST(EventJson, AnAlertEventIsWrittenAsItAlwaysWas) {
+  const sketch::heavy_event e{sketch::heavy_event::kind::enter, "u1", 500, 1000};
+  heavy_hitters_config c = hh();
+  c.threshold = 0.5;
+  const std::string text = alert_event("p", c, e, 0);
+  EXPECT_EQ(text.substr(0, text.find(",\"error_bound\":")),
+            "{\"pipeline\":\"p\",\"event\":\"enter\",\"item\":\"u1\",\"estimate\":500,"
+            "\"ratio\":0.5,\"window_items\":1000");
+  EXPECT_NE(
+      text.find(",\"threshold\":0.5,\"time\":\"1970-01-01T00:00:00.000Z\",\"timestamp_ms\":0}"),
+      std::string::npos)
+      << text;
+}
+
 TEST(EventJson, AnEmptyWindowHasARatioOfZero) {
   const sketch::heavy_event e{sketch::heavy_event::kind::enter, "x", 0, 0};
   EXPECT_EQ(heavy_ratio(e), 0.0);
@@ -62,25 +77,27 @@ TEST(EventJson, AnyItemBytesMakeValidJson) {
 
 TEST(EventJson, AHeavySetChangesFieldsForTheLog) {
   const sketch::heavy_event e{sketch::heavy_event::kind::enter, "user-7", 25, 100};
-  EXPECT_EQ(heavy_change_fields("clicks", e, 0.2), (nlohmann::json{{"pipeline", "clicks"},
-                                                                   {"event", "enter"},
-                                                                   {"item", "user-7"},
-                                                                   {"estimate", 25},
-                                                                   {"window_items", 100},
-                                                                   {"ratio", 0.25},
-                                                                   {"threshold", 0.2}}));
-  // As log_fields takes them: the members without braces.
-  const std::string members = json::members(heavy_change_fields("clicks", e, 0.2));
-  EXPECT_EQ(nlohmann::json::parse("{" + members + "}")["item"], "user-7");
+  EXPECT_EQ(heavy_change_fields("clicks", e, 0.2), (nlohmann::ordered_json{{"pipeline", "clicks"},
+                                                                           {"event", "enter"},
+                                                                           {"item", "user-7"},
+                                                                           {"estimate", 25},
+                                                                           {"window_items", 100},
+                                                                           {"ratio", 0.25},
+                                                                           {"threshold", 0.2}}));
+  // As log_fields takes them: the members without braces, in the order sketchd has always
+  // written them.
+  EXPECT_EQ(json::members(heavy_change_fields("clicks", e, 0.2)),
+            "\"pipeline\":\"clicks\",\"event\":\"enter\",\"item\":\"user-7\",\"estimate\":25,"
+            "\"window_items\":100,\"ratio\":0.25,\"threshold\":0.2");
 }
 
 TEST(EventJson, SkippedMessagesFieldsCountEachReasonAndGiveAnExample) {
   EXPECT_EQ(
       skipped_fields("clicks", 5, {{"invalid_json", 3}, {"missing_field", 2}}, {"raw", 2, 41}),
-      (nlohmann::json{{"pipeline", "clicks"},
-                      {"skipped", 5},
-                      {"reasons", {{"invalid_json", 3}, {"missing_field", 2}}},
-                      {"example", {{"topic", "raw"}, {"partition", 2}, {"offset", 41}}}}));
+      (nlohmann::ordered_json{{"pipeline", "clicks"},
+                              {"skipped", 5},
+                              {"reasons", {{"invalid_json", 3}, {"missing_field", 2}}},
+                              {"example", {{"topic", "raw"}, {"partition", 2}, {"offset", 41}}}}));
 }
 
 }  // namespace

@@ -35,24 +35,30 @@ std::string summary_line(const pipeline_summary& s, double items_per_second) {
 }
 
 std::string summary_fields(const pipeline_summary& s, double items_per_second) {
-  nlohmann::json f = {{"pipeline", s.name}, {"items_per_second", items_per_second}};
+  // The members in the order sketchd has always written them, numbers as it wrote them.
+  const auto number = [](double v) { return json::number<nlohmann::ordered_json>(v); };
+  nlohmann::ordered_json f;
+  f["pipeline"] = s.name;
+  f["items_per_second"] = number(items_per_second);
   if (s.has_heavy_hitters) {
     f["window_items"] = s.window_items;
-    nlohmann::json top = nlohmann::json::array();
+    nlohmann::ordered_json top = nlohmann::ordered_json::array();
     for (const auto& e : s.top) {
-      top.push_back({{"item", metrics::clean_label_value(e.item)},
-                     {"estimate", e.estimate},
-                     {"ratio", s.window_items ? static_cast<double>(e.estimate) /
-                                                    static_cast<double>(s.window_items)
-                                              : 0.0}});
+      nlohmann::ordered_json entry;
+      entry["item"] = metrics::clean_label_value(e.item);
+      entry["estimate"] = e.estimate;
+      entry["ratio"] = number(s.window_items ? static_cast<double>(e.estimate) /
+                                                   static_cast<double>(s.window_items)
+                                             : 0.0);
+      top.push_back(std::move(entry));
     }
     f["top"] = std::move(top);
   }
   if (s.has_dedup) {
-    f["bloom_fill"] = s.fill;
+    f["bloom_fill"] = number(s.fill);
     f["bloom_generations"] = s.generations;
-    f["estimated_fpr"] = std::max(0.0, s.estimated_fpr);
-    f["target_fpr"] = s.target_fpr;
+    f["estimated_fpr"] = number(std::max(0.0, s.estimated_fpr));
+    f["target_fpr"] = number(s.target_fpr);
   }
   return json::members(f);
 }

@@ -28,7 +28,7 @@ spdlog::level::level_enum to_spdlog_level(int syslog_level) noexcept {
 void write_line(int level, std::string_view kind, std::string_view text, std::string_view note) {
   if (const auto logger = spdlog::get("kafka")) {
     const std::size_t open = kind.find(" (");
-    nlohmann::json fields{{"facility", kind.substr(0, open)}};
+    nlohmann::ordered_json fields{{"facility", kind.substr(0, open)}};  // before "client", as ever
     if (open != std::string_view::npos && kind.ends_with(')'))
       fields["client"] = kind.substr(open + 2, kind.size() - open - 3);
     const log_fields in_json(json::members(fields));

@@ -13,6 +13,9 @@ namespace sketchd {
 
 namespace {
 
+// The members in the order sketchd has always written them, numbers as it wrote them.
+nlohmann::ordered_json number(double v) { return json::number<nlohmann::ordered_json>(v); }
+
 std::string_view event_name(const sketch::heavy_event& e) {
   return e.kind == sketch::heavy_event::kind::enter ? "enter" : "leave";
 }
@@ -37,34 +40,34 @@ std::string alert_event(std::string_view pipeline, const heavy_hitters_config& h
   // The sketch's ε is e/w with w = ⌈e/ε⌉ (seed 005): the bound it reports, ε·N.
   const double width = std::ceil(std::numbers::e / hh.epsilon);
   const double error_bound = std::numbers::e / width * static_cast<double>(e.window_items);
-  return json::dump({{"pipeline", pipeline},
-                     {"event", event_name(e)},
-                     {"item", e.item},
-                     {"estimate", e.estimate},
-                     {"ratio", heavy_ratio(e)},
-                     {"window_items", e.window_items},
-                     {"error_bound", error_bound},
-                     {"threshold", hh.threshold},
-                     {"time", utc_time(wall_ms)},
-                     {"timestamp_ms", wall_ms}});
+  return json::dump(nlohmann::ordered_json{{"pipeline", pipeline},
+                                           {"event", event_name(e)},
+                                           {"item", e.item},
+                                           {"estimate", e.estimate},
+                                           {"ratio", number(heavy_ratio(e))},
+                                           {"window_items", e.window_items},
+                                           {"error_bound", number(error_bound)},
+                                           {"threshold", number(hh.threshold)},
+                                           {"time", utc_time(wall_ms)},
+                                           {"timestamp_ms", wall_ms}});
 }
 
-nlohmann::json heavy_change_fields(std::string_view pipeline, const sketch::heavy_event& e,
-                                   double threshold) {
+nlohmann::ordered_json heavy_change_fields(std::string_view pipeline, const sketch::heavy_event& e,
+                                           double threshold) {
   return {{"pipeline", pipeline},
           {"event", event_name(e)},
           {"item", metrics::clean_label_value(e.item)},
           {"estimate", e.estimate},
           {"window_items", e.window_items},
-          {"ratio", heavy_ratio(e)},
-          {"threshold", threshold}};
+          {"ratio", number(heavy_ratio(e))},
+          {"threshold", number(threshold)}};
 }
 
-nlohmann::json skipped_fields(
+nlohmann::ordered_json skipped_fields(
     std::string_view pipeline, std::uint64_t skipped,
     const std::vector<std::pair<std::string_view, std::uint64_t>>& reasons,
     const skipped_example& example) {
-  nlohmann::json by_reason = nlohmann::json::object();
+  nlohmann::ordered_json by_reason = nlohmann::ordered_json::object();
   for (const auto& [reason, n] : reasons) by_reason[std::string(reason)] = n;
   return {
       {"pipeline", pipeline},

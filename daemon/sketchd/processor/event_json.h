@@ -32,8 +32,9 @@ namespace sketchd {
 
 // The fields of a heavy-set change's log line: pipeline, event, item (cleaned as a label
 // value), estimate, window_items, ratio, threshold.
-[[nodiscard]] nlohmann::json heavy_change_fields(std::string_view pipeline,
-                                                 const sketch::heavy_event& e, double threshold);
+[[nodiscard]] nlohmann::ordered_json heavy_change_fields(std::string_view pipeline,
+                                                         const sketch::heavy_event& e,
+                                                         double threshold);
 
 // The fields of a skipped-messages warning: pipeline, skipped (the total), reasons (the
 // count of each) and example (topic, partition and offset of one such message).
@@ -42,7 +43,7 @@ struct skipped_example {
   std::int32_t partition = 0;
   std::int64_t offset = 0;
 };
-[[nodiscard]] nlohmann::json skipped_fields(
+[[nodiscard]] nlohmann::ordered_json skipped_fields(
     std::string_view pipeline, std::uint64_t skipped,
     const std::vector<std::pair<std::string_view, std::uint64_t>>& reasons,
     const skipped_example& example);
