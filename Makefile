@@ -9,7 +9,7 @@ FUZZ      ?= build-fuzz
 FUZZ_SECONDS ?= 60
 CMAKE_ARGS ?=
 
-.PHONY: all deps build build-asan build-tsan test test-unit demo bench fuzz format clean
+.PHONY: all deps build build-asan build-tsan test test-all test-unit demo bench fuzz format clean
 
 all: build
 
@@ -39,11 +39,11 @@ build-tsan: deps
 	  -DSKETCHD_BUILD_TESTS=ON -DSKETCHD_BUILD_BENCH=OFF $(CMAKE_ARGS)
 	cmake --build $(TSAN) -j $(JOBS)
 
-# Every test: unit, cli, integration and static tests on the optimised build; all but the
-# static ones (checks of the dashboards and deployment files) again under
-# AddressSanitizer and UndefinedBehaviorSanitizer; the unit and integration tests again
-# under ThreadSanitizer (the daemon's threads: processing, polling, HTTP workers,
-# librdkafka's callbacks).
+# What a newcomer runs: every test (unit, cli, integration and static tests) on the optimised
+# build, and the unit and cli tests again under AddressSanitizer and UndefinedBehaviorSanitizer
+# and the unit tests under ThreadSanitizer (the daemon's threads: processing, polling, HTTP
+# workers, librdkafka's callbacks). `make test-all` adds the sanitizer builds' integration
+# runs; CI runs both.
 # The integration tests spend most of their time waiting (for a consumer group to form, a
 # session to expire, a signal's stop) and little of it on the CPU, so they run ITEST_JOBS
 # at a time, the other tests JOBS at a time; the longest start first (their COST).
@@ -57,8 +57,13 @@ test: build build-asan build-tsan
 	cd $(BUILD) && $(CTEST) -j $(JOBS) -LE integration
 	cd $(BUILD) && $(CTEST) -j $(ITEST_JOBS) -L integration
 	cd $(ASAN) && $(CTEST) -j $(JOBS) -LE 'static|integration'
-	cd $(ASAN) && $(CTEST) -j $(ITEST_JOBS) -L integration
 	cd $(TSAN) && $(CTEST) -j $(JOBS) -L unit
+
+# The integration tests again under the sanitizers, after `make test`: the real daemon
+# against a live broker under AddressSanitizer and UndefinedBehaviorSanitizer, then under
+# ThreadSanitizer.
+test-all: build-asan build-tsan
+	cd $(ASAN) && $(CTEST) -j $(ITEST_JOBS) -L integration
 	cd $(TSAN) && $(CTEST) -j $(ITEST_JOBS) -L integration
 
 test-unit: build
