@@ -36,7 +36,7 @@ std::string summary_line(const pipeline_summary& s, double items_per_second) {
 
 std::string summary_fields(const pipeline_summary& s, double items_per_second) {
   // The members in the order sketchd has always written them, numbers as it wrote them.
-  const auto number = [](double v) { return json::number<nlohmann::ordered_json>(v); };
+  using json::number;
   nlohmann::ordered_json f;
   f["pipeline"] = s.name;
   f["items_per_second"] = number(items_per_second);

@@ -15,7 +15,7 @@ namespace {
 
 using nlohmann::ordered_json;
 
-ordered_json number(double v) { return json::number<ordered_json>(v); }
+using json::number;
 
 // `"item":…` of an answer. JSON strings hold text, so an item that is not valid UTF-8 is
 // shown with U+FFFD for its invalid bytes (json::dump), and its exact bytes follow in

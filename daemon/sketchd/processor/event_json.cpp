@@ -14,7 +14,7 @@ namespace sketchd {
 namespace {
 
 // The members in the order sketchd has always written them, numbers as it wrote them.
-nlohmann::ordered_json number(double v) { return json::number<nlohmann::ordered_json>(v); }
+using json::number;
 
 std::string_view event_name(const sketch::heavy_event& e) {
   return e.kind == sketch::heavy_event::kind::enter ? "enter" : "leave";

@@ -33,9 +33,10 @@ template <typename Json>
 requires std::same_as<Json, nlohmann::ordered_json>
 [[nodiscard]] std::string members(const Json& object);
 
-// `v` as a JSON value: an integral value as an integer ("3", not nlohmann's "3.0"; from
+// `v` as a JSON value, an ordered_json unless asked otherwise (the daemon's writers keep
+// their members in order): an integral value as an integer ("3", not nlohmann's "3.0"; from
 // 1e16 on with an exponent), others in shortest round-trip form, non-finite ones as null.
-template <typename Json = nlohmann::json>
+template <typename Json = nlohmann::ordered_json>
 [[nodiscard]] Json number(double v) {
   if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e16)
     return Json(static_cast<std::int64_t>(v));
