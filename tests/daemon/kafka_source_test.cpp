@@ -55,7 +55,12 @@ source_options options_for(const mock_cluster& cluster, const std::string& group
   source_options o;
   o.bootstrap_servers = cluster.bootstrap_servers();
   o.group_id = group;
-  o.properties = {{"session.timeout.ms", "6000"}, {"heartbeat.interval.ms", "500"}};
+  // The mock cluster holds every join to a formed group open for the session timeout less
+  // a second, and expels the members that have not rejoined by then: 10 s gives a member
+  // starved of CPU on a loaded machine 9 s to rejoin (6 s, once, was not enough), for 9 s
+  // of waiting at each join. A member leaves the group by closing in these tests, never by
+  // falling silent.
+  o.properties = {{"session.timeout.ms", "10000"}, {"heartbeat.interval.ms", "500"}};
   o.topics = {"events"};
   o.batch_size = kBatch;
   o.poll_timeout_ms = 50;
