@@ -215,6 +215,17 @@ std::vector<heavy_event> top_k_tracker::drain_events() {
   return out;
 }
 
+std::vector<top_k_tracker::candidate> top_k_tracker::candidates() const {
+  std::vector<candidate> out;
+  out.reserve(size_);
+  for (std::uint32_t s = 0; s < size_; ++s) {
+    if (estimates_[s] > 0)
+      out.push_back(
+          candidate{slots_[s].hash, std::string(item_of(s)), estimates_[s], slots_[s].heavy});
+  }
+  return out;
+}
+
 std::vector<top_k_tracker::entry> top_k_tracker::top() const {
   std::vector<std::uint32_t> order;
   order.reserve(size_);

@@ -124,6 +124,16 @@ class top_k_tracker {
   // refreshed) from highest, ties by item bytes then hash.
   [[nodiscard]] std::vector<entry> top() const;
 
+  // Every candidate with a positive estimate, with its hash, in no particular order: for a
+  // caller that ranks the candidates of several trackers together (shards.h).
+  struct candidate {
+    hash128 hash;
+    std::string item;
+    std::uint64_t estimate;
+    bool heavy;
+  };
+  [[nodiscard]] std::vector<candidate> candidates() const;
+
   [[nodiscard]] std::uint32_t k() const noexcept { return k_; }
   [[nodiscard]] double phi() const noexcept { return phi_; }
   [[nodiscard]] std::uint32_t capacity() const noexcept { return capacity_; }

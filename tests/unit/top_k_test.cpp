@@ -165,6 +165,24 @@ TEST(TopK, FindsTheTrueTopKOfAZipfStream) {
 // φ = 0.1: after 2000 background items (500 distinct, 4 each) a burst of "hot" enters the
 // heavy set once its estimate reaches 0.1·(2000 + c), at c = 223 less any collision excess;
 // 10000 more background items put N at 12500, so hot (500) is under φN = 1250 and leaves.
+// candidates(): every candidate with its hash, beyond the k that top() shows.
+TEST(TopK, CandidatesAreEveryItemKeptWithItsHash) {
+  top_k_tracker t(/*k=*/2, /*phi=*/0.2, /*capacity=*/4);
+  const std::vector<std::pair<std::string, std::uint64_t>> offered = {
+      {"a", 30}, {"b", 20}, {"c", 10}, {"d", 5}};
+  for (const auto& [item, estimate] : offered)
+    t.offer(hash_item(item, kDefaultSeed), item, estimate, 100);
+  EXPECT_EQ(t.top().size(), 2u);
+  std::map<std::string, top_k_tracker::candidate> by_item;
+  for (auto& c : t.candidates()) by_item.emplace(c.item, c);
+  ASSERT_EQ(by_item.size(), 4u);
+  for (const auto& [item, estimate] : offered) {
+    EXPECT_EQ(by_item.at(item).hash, hash_item(item, kDefaultSeed));
+    EXPECT_EQ(by_item.at(item).estimate, estimate);
+    EXPECT_EQ(by_item.at(item).heavy, estimate >= 20) << item;
+  }
+}
+
 TEST(TopK, ItemEntersWhenHeavyAndLeavesWhenItsShareFalls) {
   count_min_sketch sketch = count_min_sketch::from_error(0.001, 0.001);
   top_k_tracker tracker(5, 0.1);
