@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# A consumer group of sketchd instances that grows, shrinks and loses members to kill -9
+# while keyed events recur, and what reaches the output topic. The figures of issue 40's
+# harness: events lost, duplicates downstream, and each instance's memory with 1, 2 and 3
+# members.
+#
+# The stream: 3,500 distinct items, each 4 times (fixed seed), keyed by item over 8
+# partitions, produced at about 140 events/s (100 s, about the time the moves take). Members come and go while it runs:
+#   A alone → B joins → C joins (3 members) → B and C stop (SIGTERM: 1 member) → B joins
+#   again → B is killed (kill -9) and started again, KILLS times (default 2).
+# Every instance forwards first-seen events to `unique`. Once the stream has ended and the
+# group has committed everything, the output is read back.
+#
+# Checks (what holds today):
+#   - at-least-once: every distinct item reaches the output but at most the Bloom filters'
+#     false-positive allowance (mean fpr·distinct per filter that saw the item, plus 5
+#     standard deviations of the binomial);
+#   - every instance stopped with SIGTERM exits 0.
+# Prints as figures: events forwarded, items lost, duplicates downstream (one item
+# forwarded more than once), and each member's resident memory at 1, 2 and 3 members.
+# Today each instance keeps one Bloom filter over every partition it has read, so a
+# partition that moves lets its items through once more (the duplicates figure); with
+# state that follows its partition (issue 40) the figure must be 0, and this test will
+# check it.
+#
+# Usage: group_moves_test.sh PATH/TO/sketchd
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+itest_init "$@"
+
+fpr=0.001
+partitions=8
+kills=${KILLS:-2}
+start_mock_kafka "events:$partitions" "unique:$partitions"
+
+"$python" - "$work" <<'EOF'
+import json, random, sys
+work = sys.argv[1]
+rng = random.Random(20261129)
+events = [f"item-{i}" for i in range(3500) for _ in range(4)]
+rng.shuffle(events)
+with open(f"{work}/events", "w") as f:
+    for seq, item in enumerate(events):
+        f.write(f'{item}|{json.dumps({"user": {"id": item}, "seq": seq}, separators=(",", ":"))}\n')
+EOF
+events=$(wc -l <"$work/events")
+distinct=$(cut -d'|' -f1 "$work/events" | sort -u | wc -l)
+log "stream: $events events, $distinct distinct items"
+
+# config NAME PORT: a member of the group, forwarding first-seen events.
+config() {
+  cat >"$work/$1.yaml" <<EOF
+kafka:
+  brokers: "$bootstrap"
+  group_id: itest-moves
+  batch_size: 50
+  properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 500, auto.commit.interval.ms: 500,
+                statistics.interval.ms: 500 }
+http:
+  listen: "127.0.0.1:$2"
+pipelines:
+  - name: orders
+    topics: [events]
+    item: { from: json, path: /user/id }
+    clock: wall
+    dedup: { window: 1h, capacity: 100000, fpr: $fpr, output_topic: unique }
+    heavy_hitters: { window: 5m, top_k: 5, threshold: 0.01 }
+log: { level: info, summary_interval: 0 }
+EOF
+}
+
+declare -A pid_of port_of
+filters=0  # the Bloom filters that have seen items: one per start of a member
+
+# member_start NAME: starts (or starts again) member NAME and waits until it is ready.
+member_start() {
+  local name=$1
+  [[ -n ${port_of[$name]:-} ]] || port_of[$name]=$(free_port)
+  config "$name" "${port_of[$name]}"
+  port=${port_of[$name]}
+  start_daemon "$work/$name.yaml" "$name-$filters"
+  pid_of[$name]=$daemon_pid
+  filters=$((filters + 1))
+}
+
+# member_stop NAME: SIGTERM, and a clean exit within 20 s.
+member_stop() {
+  stop_process "${pid_of[$1]}" 20 || fail "$1 did not exit within 20 s of SIGTERM"
+  [[ $stop_status == 0 ]] || fail "$1 exited with status $stop_status"
+  unset "pid_of[$1]"
+  log "$1 stopped"
+}
+
+# member_kill NAME: kill -9.
+member_kill() {
+  kill -KILL "${pid_of[$1]}"
+  wait "${pid_of[$1]}" 2>/dev/null || true
+  unset "pid_of[$1]"
+  log "$1 killed (kill -9)"
+}
+
+# assigned NAME: the partitions member NAME holds now (empty when it does not answer).
+assigned() {
+  curl -sf --max-time 5 "http://127.0.0.1:${port_of[$1]}/metrics" |
+    awk '$1 == "sketchd_kafka_assigned_partitions" { print $2 }' || true
+}
+
+# settle: waits (at most 60 s) until the running members hold every partition between
+# them, each at least one.
+settle() {
+  local deadline=$((SECONDS + 60 * slow)) name sum shares
+  while :; do
+    sum=0
+    shares=
+    for name in "${!pid_of[@]}"; do
+      local n
+      n=$(assigned "$name")
+      [[ -n $n && $n -gt 0 ]] || { sum=-1; break; }
+      sum=$((sum + n))
+      shares+="$name $n "
+    done
+    ((sum == partitions)) && { log "group settled: $shares"; return 0; }
+    ((SECONDS < deadline)) || fail "the group did not settle within 60 s (${shares:-a member holds none})"
+    sleep 0.3
+  done
+}
+
+# rss MEMBERS: prints each running member's resident memory as a figure.
+rss() {
+  local name out=
+  for name in $(printf '%s\n' "${!pid_of[@]}" | sort); do
+    out+="$name $(awk '/^VmRSS/ { print $2 " " $3 }' "/proc/${pid_of[$name]}/status") "
+  done
+  echo "figure: resident memory with ${#pid_of[@]} member(s): $out"
+}
+
+member_start a
+
+export BOOTSTRAP=$bootstrap
+"$python" - "$work/events" <<'EOF' >"$work/producer.log" 2>&1 &
+import os, subprocess, sys, time
+lines = open(sys.argv[1], "rb").read().splitlines(keepends=True)
+kcat = subprocess.Popen(["kcat", "-P", "-b", os.environ["BOOTSTRAP"], "-t", "events", "-K|",
+                         "-X", "linger.ms=5"], stdin=subprocess.PIPE)
+for i in range(0, len(lines), 50):
+    kcat.stdin.write(b"".join(lines[i:i + 50]))
+    kcat.stdin.flush()
+    time.sleep(0.35)
+kcat.stdin.close()
+sys.exit(kcat.wait())
+EOF
+producer_pid=$!
+itest_pids+=("$producer_pid")
+
+settle
+rss
+member_start b
+settle
+rss
+member_start c
+settle
+rss
+member_stop b
+member_stop c
+settle
+member_start b
+settle
+for ((k = 1; k <= kills; k++)); do
+  sleep 2
+  member_kill b
+  settle  # A alone, once the group has expelled B (its session timeout)
+  member_start b
+  settle
+done
+
+kill -0 "$producer_pid" 2>/dev/null || log "note: the stream ended before the last move"
+wait "$producer_pid" || fail "the producer failed: $(cat "$work/producer.log")"
+log "produced"
+
+# Everything committed: the lag of every partition is 0 on the members that hold them.
+for name in "${!pid_of[@]}"; do
+  port=${port_of[$name]}
+  http="http://127.0.0.1:$port"
+  daemon_pid=${pid_of[$name]}
+  wait_committed "$(assigned "$name")" 60 1
+done
+for name in "${!pid_of[@]}"; do member_stop "$name"; done
+
+kcat -C -b "$bootstrap" -t unique -o beginning -e -q -f '%k\n' >"$work/unique.keys" || fail "kcat could not read unique"
+"$python" - "$work" "$distinct" "$fpr" "$filters" <<'EOF' || fail "the output topic lost items"
+import math, sys
+from collections import Counter
+work, distinct, fpr, filters = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+keys = Counter(k for k in open(f"{work}/unique.keys").read().split("\n") if k)
+items = {line.split("|", 1)[0] for line in open(f"{work}/events")}
+unknown = set(keys) - items
+if unknown:
+    sys.exit(f"problem: {len(unknown)} forwarded keys are not in the input")
+# An item is lost only to a false positive of a filter that saw it: at most one per start.
+allowance = filters * fpr * distinct + 5 * math.sqrt(filters * distinct * fpr * (1 - fpr))
+lost = distinct - len(keys)
+duplicates = sum(keys.values()) - len(keys)
+print(f"figure: {sum(keys.values())} events forwarded for {distinct} items: {lost} lost "
+      f"(allowance {allowance:.1f}), {duplicates} duplicates downstream, "
+      f"{sum(1 for c in keys.values() if c > 1)} items forwarded more than once")
+if lost > allowance:
+    sys.exit(f"problem: {lost} items never forwarded, more than the allowance {allowance:.1f}")
+EOF
+log "PASS"
