@@ -325,6 +325,30 @@ TEST(OutputReplay, TheDeadlineEndsAReadWhoseFetchesKeepFailing) {
   cluster.clear_request_errors(api_key::fetch);
 }
 
+// The log no longer holds the start (the mock keeps 5 MiB per partition, as retention
+// would): the read begins at the log start, which the result tells.
+TEST(OutputReplay, AStartBelowTheLogStartReadsFromTheLogStartAndSaysSo) {
+  mock_cluster cluster;
+  cluster.create_topic("out", 1);
+  writer w(cluster);
+  const std::string large(256 * 1024, 'x');
+  for (int i = 0; i < 30; ++i) {  // 7.5 MiB, one batch each (flushed one by one)
+    w.write("out", 0, "k", large, 1700000000000 + i, provenance_of("events", 0, i));
+    w.flush();
+  }
+  replay_result result;
+  const std::vector<got> handed = replay(options_for(cluster, {{0, 0}}), "events", 0, result);
+  ASSERT_EQ(result.partitions.size(), 1u);
+  const partition_replay& p = result.partitions[0];
+  EXPECT_TRUE(p.complete) << p.reason;
+  EXPECT_EQ(p.end_offset, 30);
+  EXPECT_GT(p.log_start, 0);
+  EXPECT_EQ(result.read, static_cast<std::uint64_t>(30 - p.log_start));
+  ASSERT_FALSE(handed.empty());
+  EXPECT_EQ(handed.front().source_offset, p.log_start);
+  EXPECT_EQ(handed.back().source_offset, 29);
+}
+
 TEST(OutputReplay, APartitionAskedTwiceOrANegativeOffsetIsRefused) {
   mock_cluster cluster;
   const auto never = [](std::string_view, std::int32_t) { return false; };
