@@ -1,9 +1,11 @@
 // The daemon's Kafka sink against the in-process mock cluster: a forwarded message keeps
-// its key, value, headers and timestamp byte for byte and lands where Java's partitioner
-// puts its key, every message gets one delivery report with its opaque, an event built by
-// the daemon is produced as given, a message over message.max.bytes is refused at once
-// (no report follows), and a full queue with the brokers down gives up when told to. The
-// processor's forwarder is this sink: what the processor forwards is the consumed message.
+// its key, value, headers and timestamp byte for byte, gains the provenance headers (input
+// topic, partition and offset, in decimal text; one of those names on the input is
+// replaced) and lands where Java's partitioner puts its key, every message gets one delivery report
+// with its opaque, an event built by the daemon is produced as given, a message over
+// message.max.bytes is refused at once (no report follows), and a full queue with the brokers down
+// gives up when told to. The processor's forwarder is this sink: what the processor forwards is the
+// consumed message.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
@@ -117,6 +119,26 @@ std::vector<seen_message> read_topic(const mock_cluster& cluster, const std::str
   return reader.read(count);
 }
 
+// `in` as forwarded from topic `topic` [partition] at `offset`: its headers, then this hop's
+// provenance in decimal text.
+seen_message with_provenance(seen_message in, std::string_view topic, std::int32_t partition,
+                             std::int64_t offset) {
+  in.headers.emplace_back(kSourceTopicHeader, topic);
+  in.headers.emplace_back(kSourcePartitionHeader, std::to_string(partition));
+  in.headers.emplace_back(kSourceOffsetHeader, std::to_string(offset));
+  return in;
+}
+
+// What each input message of `reader` becomes when forwarded.
+std::vector<seen_message> forwarded(const std::vector<seen_message>& in,
+                                    const std::vector<rd_kafka_message_t*>& natives) {
+  std::vector<seen_message> out;
+  for (std::size_t i = 0; i < in.size(); ++i)
+    out.push_back(with_provenance(in[i], rd_kafka_topic_name(natives[i]->rkt),
+                                  natives[i]->partition, natives[i]->offset));
+  return out;
+}
+
 // Input messages with everything a message can carry: a key or none, headers (repeated,
 // without a value), an explicit timestamp, an empty value.
 void produce_inputs(const mock_cluster& cluster) {
@@ -191,7 +213,7 @@ TEST(KafkaSink, ForwardKeepsKeyValueHeadersAndTimestampAndPartitionsByKey) {
     });
     return v;
   };
-  EXPECT_EQ(strip(out), strip(in));
+  EXPECT_EQ(strip(out), strip(forwarded(in, inputs)));
   EXPECT_EQ(in[3].value, "");
   EXPECT_TRUE(in[5].key_null);
   EXPECT_EQ(in[0].headers, (std::vector<std::pair<std::string, std::string>>{
@@ -206,6 +228,49 @@ TEST(KafkaSink, ForwardKeepsKeyValueHeadersAndTimestampAndPartitionsByKey) {
     used.insert(partition);
   }
   EXPECT_EQ(used.size(), 3U);
+}
+
+// The provenance a restore reads back: decimal text, as kcat's %h shows it; an input that
+// already carries one of those headers (the output of another sketchd) has it replaced, its
+// other headers kept in their order.
+TEST(KafkaSink, ForwardAddsThisHopsProvenanceAndReplacesAnEarlierOne) {
+  mock_cluster cluster;
+  cluster.create_topic("in", 2);
+  cluster.create_topic("out", 1);
+  {
+    client_config config(property_map{{"bootstrap.servers", cluster.bootstrap_servers()}});
+    handle_ptr producer = std::move(config).create(RD_KAFKA_PRODUCER);
+    for (int i = 0; i < 3; ++i) {
+      rd_kafka_headers_t* headers = rd_kafka_headers_new(4);
+      rd_kafka_header_add(headers, kSourceOffsetHeader, -1, "999", -1);
+      rd_kafka_header_add(headers, "trace", -1, "t1", -1);
+      rd_kafka_header_add(headers, kSourceTopicHeader, -1, "upstream", -1);
+      rd_kafka_header_add(headers, kSourceOffsetHeader, -1, "1000", -1);
+      throw_if_error(
+          rd_kafka_producev(producer.get(), RD_KAFKA_V_TOPIC("in"), RD_KAFKA_V_PARTITION(1),
+                            RD_KAFKA_V_KEY("k", 1), RD_KAFKA_V_VALUE(const_cast<char*>("v"), 1),
+                            RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                            RD_KAFKA_V_END),
+          "produce");
+    }
+    ASSERT_EQ(rd_kafka_flush(producer.get(), 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  topic_reader reader(cluster, "in", 2);
+  ASSERT_EQ(reader.read(3).size(), 3U);
+  reports r;
+  sink s(sink_options{cluster.bootstrap_servers(), {}, {"out"}}, recorder(r));
+  for (const rd_kafka_message_t* m : reader.kept())
+    EXPECT_EQ(s.forward(0, m, 1, kNeverGiveUp), error_code::no_error);
+  ASSERT_TRUE(s.flush(10s));
+  const std::vector<seen_message> out = read_topic(cluster, "out", 1, 3);
+  ASSERT_EQ(out.size(), 3U);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(out[i].headers, (std::vector<std::pair<std::string, std::string>>{
+                                  {"trace", "t1"},
+                                  {"sketchd-source-topic", "in"},
+                                  {"sketchd-source-partition", "1"},
+                                  {"sketchd-source-offset", std::to_string(i)}}));
+  }
 }
 
 TEST(KafkaSink, ProducedEventIsWrittenAsGiven) {
@@ -307,8 +372,9 @@ TEST(KafkaForwarder, TakesEachOutputTopicOnceAndIsNotNeededWithoutOne) {
 }
 
 // Consumed messages through the processor and its Kafka forwarder: each first-seen one
-// reaches the output topic as it was read (key, value, every header, timestamp), each
-// duplicate the duplicates topic; message 3, with an empty value, has no item.
+// reaches the output topic as it was read (key, value, every header, timestamp) with its
+// provenance, each duplicate the duplicates topic; message 3, with an empty value, has no
+// item.
 TEST(KafkaForwarder, TheProcessorForwardsTheConsumedMessageWithItsHeadersAndTimestamp) {
   mock_cluster cluster;
   cluster.create_topic("in", 1);
@@ -350,10 +416,12 @@ TEST(KafkaForwarder, TheProcessorForwardsTheConsumedMessageWithItsHeadersAndTime
     });
     return v;
   };
-  std::vector<seen_message> first_seen = in;
+  std::vector<seen_message> first_seen = forwarded(in, reader.kept());
   first_seen.erase(first_seen.begin() + 3);
   EXPECT_EQ(by_time(read_topic(cluster, "out", 3, 19)), by_time(first_seen));
-  EXPECT_EQ(by_time(read_topic(cluster, "dups", 1, 1)), by_time({in[7]}));
+  // The duplicate is the native message of offset 7 handed over again: its provenance says 7.
+  EXPECT_EQ(by_time(read_topic(cluster, "dups", 1, 1)),
+            by_time({with_provenance(in[7], "in", 0, 7)}));
 }
 
 TEST(KafkaSink, AFullQueueWithTheBrokersDownGivesUpWhenTold) {

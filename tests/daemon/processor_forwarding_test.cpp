@@ -174,7 +174,8 @@ TEST(ProcessorForwarding, FirstSeenEventsGoToTheOutputTopicAndDuplicatesToTheDup
   EXPECT_EQ(f.out->offsets("unique"), (std::vector<std::int64_t>{0, 1, 3}));
   EXPECT_EQ(f.out->offsets("dups"), (std::vector<std::int64_t>{2, 4, 5}));
   // The consumed message itself is handed over: Kafka's forwarder copies its key, value,
-  // headers and timestamp (see kafka_sink_test).
+  // headers and timestamp and adds its provenance headers from it (see kafka_sink_test,
+  // which runs the processor with Kafka's forwarder on the mock cluster).
   for (const auto& m : f.out->messages) {
     EXPECT_EQ(m.record, &batch[static_cast<std::size_t>(m.record->offset)]);
     EXPECT_EQ(m.key, batch[static_cast<std::size_t>(m.record->offset)].view.key);

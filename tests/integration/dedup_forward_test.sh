@@ -11,9 +11,11 @@
 #     positive with probability at most fpr (allowance: mean fpr·distinct plus 5 standard
 #     deviations of the binomial, sqrt(distinct·fpr·(1 − fpr)));
 #   - every forwarded event is the first occurrence of its item in the input: same key,
-#     value, header and timestamp; its output partition is the key's (murmur2, like the
-#     Java client), so all events of a key stay together;
-#   - the duplicates topic holds exactly the other events;
+#     value, header and timestamp, plus the provenance headers sketchd-source-topic,
+#     -partition and -offset naming that occurrence (decimal text); its output partition is
+#     the key's (murmur2, like the Java client), so all events of a key stay together;
+#   - the duplicates topic holds exactly the other events, each with the provenance of an
+#     input event of the same key and value;
 #   - the alerts topic holds the JSON event of "hot" entering the heavy set, with every
 #     field (pipeline, event, item, estimate, ratio, window_items, error_bound, threshold,
 #     time), and sketchd_heavy_hitter_alerts_sent_total counts it.
@@ -100,6 +102,19 @@ inp, out, dups = read("events"), read("unique"), read("dups")
 first = {}
 for m in sorted(inp, key=lambda m: (m["partition"], m["offset"])):
     first.setdefault(m["key"], m)
+by_place = {(m["partition"], m["offset"]): m for m in inp}
+# kcat -J writes headers as [name, value, name, value, ...]: the input's own ones, and the
+# provenance sketchd adds (decimal text).
+PROVENANCE = ("sketchd-source-topic", "sketchd-source-partition", "sketchd-source-offset")
+def split_headers(m):
+    h = m.get("headers") or []
+    pairs = list(zip(h[0::2], h[1::2]))
+    own = [x for pair in pairs if pair[0] not in PROVENANCE for x in pair]
+    prov = {name: value for name, value in pairs if name in PROVENANCE}
+    return own, prov
+def provenance_of(m):
+    return {"sketchd-source-topic": "events", "sketchd-source-partition": str(m["partition"]),
+            "sketchd-source-offset": str(m["offset"])}
 ok = True
 def problem(text):
     global ok
@@ -120,10 +135,23 @@ for m in out:
     if f is None:
         problem(f"forwarded item {m['key']} was never produced")
         continue
-    for field in ("payload", "headers", "ts"):
-        if m.get(field) != f.get(field):
-            problem(f"{m['key']}: {field} {m.get(field)!r} differs from the first occurrence's {f.get(field)!r}")
+    own, prov = split_headers(m)
+    for field, got, want in (("payload", m.get("payload"), f.get("payload")),
+                             ("headers", own, f.get("headers") or []), ("ts", m.get("ts"), f.get("ts")),
+                             ("provenance", prov, provenance_of(f))):
+        if got != want:
+            problem(f"{m['key']}: {field} {got!r} differs from the first occurrence's {want!r}")
             break
+for m in dups:
+    _, prov = split_headers(m)
+    try:
+        source = by_place[(int(prov["sketchd-source-partition"]), int(prov["sketchd-source-offset"]))]
+    except (KeyError, ValueError):
+        problem(f"duplicate {m['key']}: no usable provenance in {m.get('headers')!r}")
+        break
+    if prov["sketchd-source-topic"] != "events" or (source["key"], source["payload"]) != (m["key"], m["payload"]):
+        problem(f"duplicate {m['key']}: its provenance {prov!r} names another event")
+        break
 if len(dups) != duplicates:
     problem(f"{len(dups)} events in the duplicates topic, {duplicates} counted")
 if len(out) + len(dups) != len(inp):

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 
 #include "sketchd/kafka/client.h"
@@ -204,18 +205,47 @@ error_code sink::produce_with_headers(std::size_t topic, const void* key, std::s
   }
 }
 
+namespace {
+
+template <typename Integer>
+void add_decimal_header(rd_kafka_headers_t* headers, const char* name, Integer value) {
+  char text[24];  // an int64 in decimal: at most 20 characters
+  const auto [end, ec] = std::to_chars(std::begin(text), std::end(text), value);
+  static_cast<void>(ec);  // cannot fail: the buffer holds every int64
+  rd_kafka_header_add(headers, name, -1, text, end - text);
+}
+
+// A copy of the message's headers (librdkafka's own, which the producer takes over), in
+// their order and byte for byte, with this hop's provenance headers at the end in place of
+// any earlier ones.
+rd_kafka_headers_t* headers_with_provenance(rd_kafka_message_t* m) {
+  rd_kafka_headers_t* original = nullptr;
+  rd_kafka_headers_t* copy = nullptr;
+  if (rd_kafka_message_headers(m, &original) == RD_KAFKA_RESP_ERR_NO_ERROR && original) {
+    copy = rd_kafka_headers_copy(original);  // keeps names with a NUL byte whole
+    for (const char* name : {kSourceTopicHeader, kSourcePartitionHeader, kSourceOffsetHeader})
+      static_cast<void>(rd_kafka_header_remove(copy, name));  // NOENT when absent: most often
+  } else {
+    copy = rd_kafka_headers_new(3);
+  }
+  // A consumed message always has its topic; a message without one (none is forwarded)
+  // would get only its partition and offset, which a restore counts as missing provenance.
+  if (m->rkt) rd_kafka_header_add(copy, kSourceTopicHeader, -1, rd_kafka_topic_name(m->rkt), -1);
+  add_decimal_header(copy, kSourcePartitionHeader, m->partition);
+  add_decimal_header(copy, kSourceOffsetHeader, m->offset);
+  return copy;
+}
+
+}  // namespace
+
 error_code sink::forward(std::size_t topic, const rd_kafka_message_s* message, std::uint64_t opaque,
                          const std::function<bool()>& give_up) {
   auto* m = const_cast<rd_kafka_message_t*>(message);
-  rd_kafka_headers_t* copy = nullptr;
-  rd_kafka_headers_t* headers = nullptr;
-  if (rd_kafka_message_headers(m, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR && headers) {
-    copy = rd_kafka_headers_copy(headers);
-  }
+  rd_kafka_headers_t* headers = headers_with_provenance(m);
   rd_kafka_timestamp_type_t type;
   const std::int64_t timestamp = rd_kafka_message_timestamp(m, &type);
   return produce_with_headers(topic, m->key, m->key ? m->key_len : 0, m->payload,
-                              m->payload ? m->len : 0, timestamp, copy, opaque, give_up);
+                              m->payload ? m->len : 0, timestamp, headers, opaque, give_up);
 }
 
 error_code sink::produce(std::size_t topic, std::string_view key, std::string_view value,

@@ -1,13 +1,21 @@
 // The Kafka sink of the daemon: one idempotent producer for every output topic
 // (dedup.output_topic, dedup.duplicates_topic, heavy_hitters.alerts_topic).
 //
-// Forwarded events keep their key, value, headers and timestamp, and are partitioned by
-// key with the murmur2 partitioner of the Java client (so that a key lands where the Java
-// client, and the clients that follow it, would put it; librdkafka's own default,
-// consistent_random, puts it elsewhere), unless the user's properties choose another. The producer
-// is idempotent (`enable.idempotence`, which implies `acks=all`): librdkafka retries
+// Forwarded events keep their key, value, headers and timestamp, gain the provenance
+// headers below (where the input message was read), and are partitioned by key with the
+// murmur2 partitioner of the Java client (so that a key lands where the Java client, and
+// the clients that follow it, would put it; librdkafka's own default, consistent_random,
+// puts it elsewhere), unless the user's properties choose another. The producer is
+// idempotent (`enable.idempotence`, which implies `acks=all`): librdkafka retries
 // transient errors without duplicating or reordering; a delivery report with an error is
 // a final failure (after `message.timeout.ms`, 5 minutes by default).
+//
+// Provenance: a forwarded copy carries `sketchd-source-topic` (the input topic's name),
+// `sketchd-source-partition` and `sketchd-source-offset` (the input message's partition and
+// offset), after the input's own headers. Values are decimal text without sign or padding
+// ("0", "12345"), as kcat's `%h` and every Kafka tool show them, and as a restore reads them
+// back (kafka/output_replay.h). A header of one of these names already on the input (sketchd
+// reading another sketchd's output) is replaced, not repeated: it describes this hop.
 //
 // Delivery reports are served by poll() and flush(), on the caller's thread: the owner
 // (the processing thread) sees them in its own loop, without locks.
@@ -31,6 +39,11 @@ struct rd_kafka_topic_s;
 struct rd_kafka_message_s;
 
 namespace sketchd::kafka {
+
+// The provenance headers forward() adds (NUL-terminated, for librdkafka).
+inline constexpr const char* kSourceTopicHeader = "sketchd-source-topic";
+inline constexpr const char* kSourcePartitionHeader = "sketchd-source-partition";
+inline constexpr const char* kSourceOffsetHeader = "sketchd-source-offset";
 
 struct sink_options {
   std::string bootstrap_servers;
@@ -59,10 +72,13 @@ class sink {
   }
 
   // Produces a copy of a consumed message (key, value, headers, timestamp) to an output
-  // topic. While the producer's local queue is full it serves delivery reports and tries
-  // again, until `give_up()` says to stop waiting. Returns no_error when the message was
-  // queued (its delivery report will follow), or the error that prevented it (no report
-  // follows): queue_full after give_up(), msg_size_too_large, unknown_topic…
+  // topic, with the provenance headers of `message` (its topic, partition and offset; see
+  // the file comment) in place of any of those names it had. Allocates only the copy of
+  // the headers librdkafka takes over; the numbers are formatted on the stack. While the
+  // producer's local queue is full it serves delivery reports and tries again, until
+  // `give_up()` says to stop waiting. Returns no_error when the message was queued (its
+  // delivery report will follow), or the error that prevented it (no report follows):
+  // queue_full after give_up(), msg_size_too_large, unknown_topic…
   [[nodiscard]] error_code forward(std::size_t topic, const rd_kafka_message_s* message,
                                    std::uint64_t opaque, const std::function<bool()>& give_up);
   // The same for a message built by the daemon (alert events).

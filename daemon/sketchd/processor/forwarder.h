@@ -43,8 +43,10 @@ class forwarder {
   [[nodiscard]] virtual std::size_t topic_index(std::string_view topic) const = 0;
 
   // Queues a copy of the consumed message `r` (key, value, headers, timestamp: the message
-  // as it was read) for output topic `topic`. no_error when queued; otherwise the error
-  // that prevented it: queue_full after give_up(), msg_size_too_large, unknown_topic…
+  // as it was read) for output topic `topic`, with the provenance headers of `r`
+  // (`sketchd-source-topic`, `-partition`, `-offset`, decimal text; see kafka/sink.h) in
+  // place of any of those names it had. no_error when queued; otherwise the error that
+  // prevented it: queue_full after give_up(), msg_size_too_large, unknown_topic…
   [[nodiscard]] virtual kafka::error_code forward(std::size_t topic, const kafka::record& r,
                                                   std::uint64_t opaque,
                                                   const std::function<bool()>& give_up) = 0;

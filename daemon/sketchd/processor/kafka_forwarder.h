@@ -1,6 +1,7 @@
 // The daemon's forwarder: kafka::sink, one idempotent producer for every output topic. A
-// forwarded message is the consumed one (key, value, headers, timestamp), partitioned by
-// key as the Java client does (see kafka/sink.h).
+// forwarded message is the consumed one (key, value, headers, timestamp) plus its provenance
+// headers (input topic, partition and offset, which the native message of the record
+// carries), partitioned by key as the Java client does (see kafka/sink.h).
 #pragma once
 
 #include <memory>
