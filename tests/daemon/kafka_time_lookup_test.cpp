@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -415,6 +416,22 @@ TEST_F(TimeLookupOnMock, TheDeadlineBoundsTheLookupWhenTheBrokerIsDown) {
     EXPECT_EQ(a.error->code(), error_code::timed_out) << a.error->what();
     EXPECT_EQ(a.error->context().topic, kTopic);
   }
+  cluster_.set_broker_up(1);
+}
+
+// No group to leave, nothing to commit: going away does not wait for a broker.
+TEST_F(TimeLookupOnMock, ItIsDestroyedPromptlyWhileTheBrokerIsDown) {
+  produce(cluster_, kTopic, 0, every_10ms(10));
+  auto lookup = std::make_unique<time_lookup>(cluster_.bootstrap_servers(), property_map{});
+  EXPECT_TRUE(lookup
+                  ->find(std::vector<time_query>{{kTopic, 0, kBase}},
+                         std::chrono::steady_clock::now() + 20s)
+                  .at(0)
+                  .ok());
+  cluster_.set_broker_down(1);
+  const auto start = std::chrono::steady_clock::now();
+  lookup.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);  // bounded, not timed
   cluster_.set_broker_up(1);
 }
 
