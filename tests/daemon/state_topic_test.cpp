@@ -179,6 +179,8 @@ TEST(StateTopicEnsure, CompactingPoliciesAreRecognised) {
   EXPECT_FALSE(kafka::is_compacting_policy("delete"));
   EXPECT_FALSE(kafka::is_compacting_policy(""));
   EXPECT_FALSE(kafka::is_compacting_policy("compaction"));
+  EXPECT_EQ(kafka::to_string(kafka::topic_origin::used_as_is), "used as it is");
+  EXPECT_EQ(kafka::to_string(kafka::compaction::unknown), "unknown");
 }
 
 TEST(StateTopicStore, OneShardMakesARoundTrip) {

@@ -7,6 +7,7 @@
 #include <array>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include "sketchd/kafka/client.h"
@@ -158,6 +159,21 @@ topology read_topology(rd_kafka_t* rk, const std::string& name, clock::time_poin
   return out;
 }
 
+// The partition count of a topic that exists: a topic another client has just created may
+// take a moment to reach the metadata of every broker. kafka_error (timed_out) when it does
+// not before the deadline.
+int partitions_once_known(rd_kafka_t* rk, const std::string& topic, clock::time_point deadline) {
+  for (;;) {
+    const int partitions = read_topology(rk, topic, deadline).partitions;
+    if (partitions > 0) return partitions;
+    if (clock::now() + std::chrono::milliseconds(100) >= deadline) {
+      throw kafka_error("read metadata", error_code::timed_out, error_context(topic),
+                        "the topic exists but no broker listed its partitions before the deadline");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 std::string describe_outcome(const outcome& o) {
   return fmt::format("{} ({})", o.text.empty() ? rd_kafka_err2str(o.err) : o.text,
                      rd_kafka_err2name(o.err));
@@ -180,7 +196,7 @@ ensure_result existing(rd_kafka_t* rk, const std::string& topic, const std::stri
                        clock::time_point deadline) {
   ensure_result result;
   result.origin = topic_origin::existed;
-  result.partitions = read_topology(rk, topic, deadline).partitions;
+  result.partitions = partitions_once_known(rk, topic, deadline);
   result.compacted = is_compacting_policy(policy) ? compaction::yes : compaction::no;
   if (result.compacted == compaction::no) {
     result.warnings.push_back(fmt::format(
@@ -239,6 +255,30 @@ std::optional<std::int32_t> controller(rd_kafka_t* rk, const topology& t,
 }
 
 }  // namespace
+
+std::string_view to_string(topic_origin origin) noexcept {
+  switch (origin) {
+    case topic_origin::created:
+      return "created";
+    case topic_origin::existed:
+      return "existed";
+    case topic_origin::used_as_is:
+      return "used as it is";
+  }
+  return "?";
+}
+
+std::string_view to_string(compaction compacted) noexcept {
+  switch (compacted) {
+    case compaction::yes:
+      return "yes";
+    case compaction::no:
+      return "no";
+    case compaction::unknown:
+      return "unknown";
+  }
+  return "?";
+}
 
 bool is_compacting_policy(std::string_view cleanup_policy) noexcept {
   while (!cleanup_policy.empty()) {

@@ -19,7 +19,9 @@
 //     broker the same path serves a topic that exists but may not be described (no
 //     DescribeConfigs permission);
 //   - nothing is logged here: what the caller should say is in ensure_result::warnings;
-//   - every step shares one deadline; when it passes, kafka_error (timed_out).
+//   - every step shares one deadline: metadata or a creation it cuts short is a
+//     kafka_error; a DescribeConfigs it cuts short leaves the topic used as it is, with
+//     the reason in the warning.
 //
 // Thread safety: a free function with no shared state; callable from any thread.
 #pragma once
@@ -27,6 +29,7 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sketchd/kafka/error.h"
@@ -65,6 +68,10 @@ struct ensure_result {
                                          const std::map<std::string, std::string>& properties,
                                          const topic_request& request,
                                          std::chrono::milliseconds timeout);
+
+// "created", "existed", "used as it is"; "yes", "no", "unknown": for the caller's log.
+[[nodiscard]] std::string_view to_string(topic_origin origin) noexcept;
+[[nodiscard]] std::string_view to_string(compaction compacted) noexcept;
 
 // Whether a cleanup.policy value ("compact", "delete", "compact,delete") compacts.
 [[nodiscard]] bool is_compacting_policy(std::string_view cleanup_policy) noexcept;
