@@ -148,8 +148,9 @@ class topic_store {
   };
   // Writes `s` (its cluster_id replaced by the store's) and waits up to `timeout` for every
   // chunk's acknowledgement, then for the tombstones of stale chunks. Throws kafka_error
-  // naming the state partition when a chunk fails or is not acknowledged in time (the
-  // previous snapshot then stays the newest complete one).
+  // naming the state partition when a chunk fails or is not acknowledged in time: the
+  // previous snapshot then stays the newest complete one, unless the chunks still queued
+  // are delivered later (the producer keeps their order), which completes this one.
   write_result write(const shard_snapshot& s, std::chrono::milliseconds timeout);
 
   // Reads the state partitions of `shards` from their start to their high watermark (as
