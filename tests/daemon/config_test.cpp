@@ -52,6 +52,7 @@ state:
   dir: /tmp/state
   snapshot_interval: 1m
   discard_incompatible_snapshot: yes
+  fill_from_log: no
 pipelines:
   - name: clicks.v2
     topics: [events, more-events]
@@ -111,6 +112,7 @@ log:
   EXPECT_EQ(c.state.dir, "/tmp/state");
   EXPECT_EQ(c.state.snapshot_interval, std::chrono::minutes(1));
   EXPECT_TRUE(c.state.discard_incompatible_snapshot);
+  EXPECT_FALSE(c.state.fill_from_log);
 
   ASSERT_EQ(c.pipelines.size(), 2u);
   const pipeline_config& p = c.pipelines[0];
@@ -170,6 +172,7 @@ TEST(Config, LeftOutKeysTakeTheirDefaults) {
   EXPECT_FALSE(c.state.dir);
   EXPECT_EQ(c.state.snapshot_interval, std::chrono::seconds(30));
   EXPECT_FALSE(c.state.discard_incompatible_snapshot);
+  EXPECT_TRUE(c.state.fill_from_log);
   const pipeline_config& p = c.pipelines.at(0);
   EXPECT_EQ(p.item.from, item_source::key);
   EXPECT_EQ(p.clock, clock_kind::event);
@@ -648,6 +651,12 @@ TEST(ConfigErrors, WindowsAndIntervalsHaveAnUpperBound) {
                                                      "log: { summary_interval: 2d }\n")),
               ElementsAre("test.yaml:8:29: state.snapshot_interval: must be in [1ms, 1d], got 25h",
                           "test.yaml:9:26: log.summary_interval: must be in [0s, 1d], got 2d"));
+}
+
+TEST(ConfigErrors, FillFromLogIsABoolean) {
+  EXPECT_THAT(errors_of(load(std::string(kMinimal) + "state: { fill_from_log: maybe }\n")),
+              ElementsAre("test.yaml:8:25: state.fill_from_log: expected true or false, got "
+                          "\"maybe\""));
 }
 
 TEST(ConfigErrors, GeneratorSizeAndRateHaveAnUpperBound) {

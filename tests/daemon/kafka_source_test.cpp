@@ -492,12 +492,12 @@ struct restarted {
     }
   }
 
-  // Polls until the partitions are assigned (or 30 s have passed).
+  // Polls until the partitions are assigned (or 30 s have passed), and at least once.
   void join(std::size_t partitions) {
     const auto deadline = std::chrono::steady_clock::now() + 30s;
-    while (assigned.size() < partitions && std::chrono::steady_clock::now() < deadline) {
+    do {
       for (const record& r : src.poll_batch()) first.try_emplace(r.partition, r.offset);
-    }
+    } while (assigned.size() < partitions && std::chrono::steady_clock::now() < deadline);
   }
 
   source src;
@@ -659,6 +659,149 @@ TEST(SourceRestart, ACommitBeyondTheLogsEndIsTakenAsTheLogsEnd) {
             (std::map<std::int32_t, std::int64_t>{{0, kEach}, {1, kEach}, {2, 0}, {3, 40}}));
   EXPECT_EQ(r.known, (std::map<std::int32_t, std::int64_t>{{3, 40}}));
   r.src.close();
+}
+
+// --- Filling the windows from the log: a partition assigned without a start. ------------
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Produces one message to partition 0 of "events" per timestamp, in order.
+void produce_at(const mock_cluster& cluster, const std::vector<std::int64_t>& timestamps) {
+  client_config config(property_map{{"bootstrap.servers", cluster.bootstrap_servers()}});
+  handle_ptr producer = std::move(config).create(RD_KAFKA_PRODUCER);
+  for (std::size_t i = 0; i < timestamps.size(); ++i) {
+    const std::string value = fmt::format("v{}", i);
+    throw_if_error(
+        rd_kafka_producev(producer.get(), RD_KAFKA_V_TOPIC("events"), RD_KAFKA_V_PARTITION(0),
+                          RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+                          RD_KAFKA_V_TIMESTAMP(timestamps[i]),
+                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+        "produce");
+  }
+  ASSERT_EQ(rd_kafka_flush(producer.get(), 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+// A source whose windows want the messages since `since` of every partition assigned
+// without a start (none here): what on_filled tells is recorded, with the first offset read.
+struct filling {
+  filling(const source_options& o, std::int64_t since) : r(o, {}, std::nullopt, false) {
+    r.src.on_fill_since([since](const topic_partition&) { return std::optional(since); });
+    r.src.on_filled(
+        [this](const topic_partition& tp, const fill_outcome& f) { outcomes[tp.partition] = f; });
+  }
+  restarted r;
+  std::map<std::int32_t, fill_outcome> outcomes;
+};
+
+// One partition's log: `old` messages an hour old, then `recent` ones of the last minute;
+// the group "fill" committed `commit` (nothing when unset); its windows want the last
+// `window_ms`; auto.offset.reset is `reset`; with `commits_unreadable`, the group's
+// committed offsets cannot be read (OffsetFetch fails once).
+struct fill_case {
+  int old = 0;
+  int recent = 0;
+  std::optional<std::int64_t> commit = std::nullopt;
+  std::int64_t window_ms = 600'000;
+  std::string reset = "earliest";
+  bool commits_unreadable = false;
+};
+struct fill_result {
+  fill_outcome outcome;
+  std::int64_t first = -1;  // the first offset read, -1 when none was
+};
+
+fill_result fill_of(const fill_case& c) {
+  mock_cluster cluster;
+  cluster.create_topic("events", 1);
+  const std::int64_t now = now_ms();
+  std::vector<std::int64_t> times(static_cast<std::size_t>(c.old), now - 3'600'000);
+  times.insert(times.end(), static_cast<std::size_t>(c.recent), now - 60'000);
+  produce_at(cluster, times);
+  if (c.commit) commit_offsets(cluster, "fill", {{0, *c.commit}});
+  if (c.commits_unreadable) {
+    const std::vector<error_code> errors{error_code::group_authorization_failed};
+    cluster.push_request_errors(api_key::offset_fetch, errors);
+  }
+  source_options o = options_for(cluster, "fill");
+  o.properties["auto.offset.reset"] = c.reset;
+  filling f(o, now - c.window_ms);
+  if (c.commits_unreadable) {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (!f.outcomes.count(0) && std::chrono::steady_clock::now() < deadline) f.r.join(1);
+  } else {
+    f.r.read_from({0});
+  }
+  fill_result out;
+  EXPECT_TRUE(f.outcomes.count(0)) << "on_filled was not called";
+  if (f.outcomes.count(0)) out.outcome = f.outcomes.at(0);
+  if (f.r.first.count(0)) out.first = f.r.first.at(0);
+  f.r.src.close();
+  return out;
+}
+
+// 30 messages an hour old, 20 of the last minute, committed at 45; the windows want the
+// last 10 minutes: read from offset 30 (the first message of that time, found by reading
+// timestamps: the mock cluster has no timestamp lookup), [30, 45) a fill, complete (a
+// message before 30 is older than the time).
+TEST(SourceFill, APartitionWithACommitStartsWhereItsLogReachesTheTimeAsked) {
+  const fill_result r = fill_of({.old = 30, .recent = 20, .commit = 45});
+  EXPECT_TRUE(r.outcome.filled);
+  EXPECT_EQ(r.outcome.from, 30);
+  EXPECT_EQ(r.outcome.until, 45);
+  EXPECT_TRUE(r.outcome.complete);
+  EXPECT_EQ(r.first, 30);
+}
+
+// Windows longer than the log: the fill starts at the log's first message, and is complete
+// since nothing was ever deleted from the log (its first offset is 0).
+TEST(SourceFill, WindowsLongerThanTheLogFillFromItsStart) {
+  const fill_result r = fill_of({.recent = 20, .commit = 12, .window_ms = 3'600'000 * 2});
+  EXPECT_TRUE(r.outcome.filled);
+  EXPECT_EQ(r.outcome.from, 0);
+  EXPECT_EQ(r.outcome.until, 12);
+  EXPECT_TRUE(r.outcome.complete);
+  EXPECT_EQ(r.first, 0);
+}
+
+// Nothing of the time asked before the commit: no fill, the partition starts at its
+// commit, and the windows miss nothing.
+TEST(SourceFill, NothingToFillBeforeTheCommitStartsAtTheCommit) {
+  const fill_result r = fill_of({.old = 30, .recent = 10, .commit = 30});
+  EXPECT_FALSE(r.outcome.filled);
+  EXPECT_TRUE(r.outcome.complete);
+  EXPECT_EQ(r.first, 30);
+}
+
+// A partition the group never committed, with auto.offset.reset at earliest (sketchd's
+// default): read from its start as always, every message processed; no fill, but the
+// windows are complete (the log starts at offset 0).
+TEST(SourceFill, AnUncommittedPartitionReadFromTheEarliestIsNotFilled) {
+  const fill_result r = fill_of({.recent = 10});
+  EXPECT_FALSE(r.outcome.filled);
+  EXPECT_TRUE(r.outcome.complete);
+  EXPECT_EQ(r.first, 0);
+}
+
+// With auto.offset.reset at latest, a partition the group never committed is filled up to
+// the log's end at the assignment: those messages go into the windows, and what comes
+// after is new.
+TEST(SourceFill, AnUncommittedPartitionReadFromTheLatestIsFilledUpToTheLogsEnd) {
+  const fill_result r = fill_of({.old = 5, .recent = 10, .reset = "latest"});
+  EXPECT_TRUE(r.outcome.filled);
+  EXPECT_EQ(r.outcome.from, 5);
+  EXPECT_EQ(r.outcome.until, 15);
+  EXPECT_EQ(r.first, 5);
+}
+
+// The group's committed offsets cannot be read: no fill, and nothing known of the log.
+TEST(SourceFill, UnreadableCommitsFillNothing) {
+  const fill_result r = fill_of({.recent = 10, .commit = 5, .commits_unreadable = true});
+  EXPECT_FALSE(r.outcome.filled);
+  EXPECT_FALSE(r.outcome.complete);
 }
 
 }  // namespace

@@ -125,6 +125,25 @@ TEST(PartitionPositions, ASnapshotYoungerThanTheWindowsIsReadAgainUpToTheCommitt
   EXPECT_EQ(after.read_again_ended_at, std::nullopt);
 }
 
+// A partition filled from its log: its position is the fill's first offset (a snapshot
+// written before its first delivery holds the fill), and it is read again up to the
+// fill's end, whatever the group's commit said (on_start_known, told first).
+TEST(PartitionPositions, AFilledPartitionIsReadAgainFromTheFillsStartToItsEnd) {
+  partition_positions p;
+  p.assignment_begins();
+  EXPECT_TRUE(p.assigned(kP0, std::nullopt));
+  p.start_known(kP0, 50);
+  p.fill(kP0, 30, 50);
+  EXPECT_EQ(of(p), (pairs{{0, 30}}));
+  EXPECT_TRUE(p.replaying(0, 0, 30));
+  EXPECT_TRUE(p.replaying(0, 0, 49));
+  EXPECT_FALSE(p.replaying(0, 0, 50));
+  EXPECT_FALSE(p.delivered(0, 0, 40).store);
+  const auto reached = p.delivered(0, 0, 51);
+  EXPECT_TRUE(reached.store);
+  EXPECT_EQ(reached.read_again_ended_at, 50);
+}
+
 TEST(PartitionPositions, ASnapshotAsOldAsTheWindowsStartsAtTheCommittedOffset) {
   partition_positions p;
   p.restore({{0, 0, 100}}, kNow - 60 * 60 * 1000);

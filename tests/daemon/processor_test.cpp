@@ -24,8 +24,9 @@ namespace {
 
 using std::chrono::minutes;
 
-config one_pipeline() {
+config one_pipeline(bool fill_from_log = true) {
   config c;
+  c.state.fill_from_log = fill_from_log;
   pipeline_config p;
   p.name = "orders";
   p.topics = {"events"};
@@ -62,7 +63,8 @@ std::int64_t now_ms() {
 constexpr kafka::topic_partition kPartition{0, 0};
 
 struct fixture {
-  config cfg = one_pipeline();
+  explicit fixture(bool fill_from_log = true) : cfg(one_pipeline(fill_from_log)) {}
+  config cfg;
   pipeline pipe{cfg.pipelines[0]};
   processor proc{cfg, {&pipe}, {"events"}, nullptr, {}};
   std::vector<std::string> keys;
@@ -199,16 +201,17 @@ double incomplete_seconds(const pipeline& p) {
   return test_support::pipeline_gauge(p, "sketchd_cms_window_incomplete_seconds");
 }
 
-// A partition assigned without a snapshot's position (taken over from another member, or
-// at a start without a snapshot of it) leaves the heavy-hitter window incomplete for a
-// window; one restored from the snapshot does not.
+// Without state.fill_from_log, a partition assigned without a snapshot's position (taken
+// over from another member, or at a start without a snapshot of it) leaves the heavy-hitter
+// window incomplete for a window; one restored from the snapshot does not.
 TEST(Processor, APartitionTakenOverLeavesTheWindowIncomplete) {
-  fixture restored;
+  fixture restored(/*fill_from_log=*/false);
   restored.restore_and_assign(100, 0);
   (void)restored.process(100, 105);
   EXPECT_EQ(incomplete_seconds(restored.pipe), 0.0);
+  EXPECT_EQ(restored.proc.fill_since(kPartition), std::nullopt);
 
-  fixture taken_over;
+  fixture taken_over(/*fill_from_log=*/false);
   taken_over.proc.assignment_begins();
   taken_over.proc.assigned(kPartition, std::nullopt);
   (void)taken_over.process(100, 105);
@@ -217,7 +220,7 @@ TEST(Processor, APartitionTakenOverLeavesTheWindowIncomplete) {
   EXPECT_LE(incomplete_seconds(taken_over.pipe), 360.0);
 
   // A snapshot older than the windows: they have expired, and miss the partition's items.
-  fixture expired;
+  fixture expired(/*fill_from_log=*/false);
   expired.restore_and_assign(100, 61 * 60 * 1000);
   EXPECT_FALSE(expired.proc.start_behind_commit(kPartition, 100, 150));
   (void)expired.process(150, 155);
@@ -228,7 +231,7 @@ TEST(Processor, APartitionTakenOverLeavesTheWindowIncomplete) {
 // assignment lost while the brokers were away) was counted here all along; one that comes
 // back in a later rebalance (after another member held it) is taken over.
 TEST(Processor, APartitionReturningInTheSameRebalanceIsNotTakenOver) {
-  fixture f;
+  fixture f(/*fill_from_log=*/false);
   f.restore_and_assign(100, 0);
   (void)f.process(100, 105);
   const kafka::topic_partition partitions[] = {kPartition};
@@ -243,6 +246,58 @@ TEST(Processor, APartitionReturningInTheSameRebalanceIsNotTakenOver) {
   f.proc.assignment_begins();  // a later one gives it back
   f.proc.assigned(kPartition, std::nullopt);
   (void)f.process(110, 115);
+  EXPECT_GT(incomplete_seconds(f.pipe), 350.0);
+}
+
+// With state.fill_from_log (the default), a partition assigned without a snapshot's
+// position asks for its messages since the longest window (dedup, 60 minutes); one
+// restored, or returning in the same rebalance, asks for none.
+TEST(Processor, APartitionTakenOverAsksForItsMessagesSinceTheLongestWindow) {
+  fixture f;
+  f.proc.assignment_begins();
+  f.proc.assigned(kPartition, std::nullopt);
+  const std::int64_t before = now_ms();
+  const std::optional<std::int64_t> since = f.proc.fill_since(kPartition);
+  ASSERT_TRUE(since.has_value());
+  EXPECT_LE(*since, before - 60 * 60 * 1000 + 5'000);
+  EXPECT_GE(*since, before - 60 * 60 * 1000 - 5'000);
+  EXPECT_EQ(f.proc.fill_since({0, 1}), std::nullopt) << "a partition not assigned";
+
+  fixture restored;
+  restored.restore_and_assign(100, 0);
+  EXPECT_EQ(restored.proc.fill_since(kPartition), std::nullopt);
+
+  fixture returning;
+  returning.restore_and_assign(100, 0);
+  const kafka::topic_partition partitions[] = {kPartition};
+  returning.proc.revoked(partitions);
+  returning.proc.assignment_begins();
+  returning.proc.assigned(kPartition, std::nullopt);
+  EXPECT_EQ(returning.proc.fill_since(kPartition), std::nullopt);
+}
+
+// A fill's messages go into the windows without their offsets being stored (the group has
+// committed them), and a fill the log completes leaves the window complete.
+TEST(Processor, AFilledPartitionIsReadAgainUpToItsEndAndItsWindowIsComplete) {
+  fixture f;
+  f.proc.assignment_begins();
+  f.proc.assigned(kPartition, std::nullopt);
+  f.proc.filled(kPartition, {.filled = true, .from = 40, .until = 50, .complete = true});
+  EXPECT_EQ(f.process(40, 45), std::vector<std::int64_t>{}) << "below the fill's end";
+  EXPECT_EQ(f.process(45, 52), std::vector<std::int64_t>{52});
+  EXPECT_EQ(incomplete_seconds(f.pipe), 0.0);
+  const auto counts = f.pipe.counters();
+  EXPECT_EQ(counts.items, 12u) << "the fill's messages are counted into the windows";
+}
+
+// A fill the log could not complete (retention deleted messages of the window, or the
+// lookup failed) leaves the window incomplete, as a take-over without a fill does.
+TEST(Processor, AnIncompleteFillLeavesTheWindowIncomplete) {
+  fixture f;
+  f.proc.assignment_begins();
+  f.proc.assigned(kPartition, std::nullopt);
+  f.proc.filled(kPartition, {.filled = true, .from = 40, .until = 50, .complete = false});
+  (void)f.process(40, 50);
   EXPECT_GT(incomplete_seconds(f.pipe), 350.0);
 }
 

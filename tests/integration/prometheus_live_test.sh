@@ -8,7 +8,10 @@
 #     the variables filled in as Grafana does, returns data (each query and its number of
 #     series is printed; a failure names the panels whose queries stayed empty);
 #   - SketchdHeavyHitter fires for the hot item of the skewed pipeline, with the pipeline
-#     and item labels, and is never pending nor firing for the uniform pipeline;
+#     and item labels, and is never pending nor firing for the uniform pipeline; sketchd,
+#     a fresh instance reading the topics from their start, has complete windows at once
+#     (sketchd_cms_window_incomplete_seconds 0), and the alert is pending within 10 s of
+#     Prometheus' first scrape;
 #   - SketchdBloomFillHigh and SketchdDedupWindowShrunk fire for the uniform pipeline, whose
 #     dedup window is sized below its distinct items, and never for the skewed one.
 #
@@ -149,6 +152,13 @@ prom_pid=$last_pid
 prom_started=$SECONDS
 wait_http "$prom/-/ready" 30 "$prom_pid"
 log "prometheus ready on $prom"
+# Its first scrape of sketchd: `up` has a sample.
+deadline=$((SECONDS + 30))
+until [[ $(curl -sf --max-time 5 "$prom/api/v1/query?query=up" | "$python" -c 'import json, sys; print(len(json.load(sys.stdin)["data"]["result"]))' 2>/dev/null) == 1 ]]; do
+  ((SECONDS < deadline)) || fail "Prometheus did not scrape sketchd within 30 s"
+  sleep 0.2
+done
+first_scrape=$SECONDS
 
 # --- every query of the dashboard ---------------------------------------------------------
 "$python" "$checker" --queries "$dashboard" >"$work/queries.jsonl" || fail "could not read the dashboard's queries"
@@ -238,6 +248,21 @@ EOF
 log "dashboard queries: all returned data"
 
 # --- the heavy-hitter alert ---------------------------------------------------------------
+# A fresh instance reads the topics from their start (a new group, auto.offset.reset at
+# earliest): its windows are complete from the first batch (the log holds every message
+# since the window's start), so the alert's guard does not hold it back, and it is pending
+# within 10 s of Prometheus' first scrape.
+scrape
+expect_values "$work/metrics.txt" 'sketchd_cms_window_incomplete_seconds{pipeline="skewed"} 0'
+deadline=$((first_scrape + 10))
+while :; do
+  curl -sf --max-time 5 "$prom/api/v1/alerts" >"$work/alerts.json" || fail "GET $prom/api/v1/alerts failed"
+  active=$(json "$work/alerts.json" '[a["state"] for a in d["data"]["alerts"] if a["labels"].get("alertname") == "SketchdHeavyHitter" and a["labels"].get("pipeline") == "skewed" and a["labels"].get("item") == "hot"]')
+  [[ $active != "[]" ]] && break
+  ((SECONDS < deadline)) || fail "SketchdHeavyHitter is not pending for skewed/hot 10 s after Prometheus' first scrape: $(cat "$work/alerts.json")"
+  sleep 0.5
+done
+log "SketchdHeavyHitter $active $((SECONDS - first_scrape)) s after Prometheus' first scrape"
 deadline=$((SECONDS + 30))
 while :; do
   curl -sf --max-time 5 "$prom/api/v1/alerts" >"$work/alerts.json" || fail "GET $prom/api/v1/alerts failed"

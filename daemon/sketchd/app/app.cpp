@@ -142,6 +142,11 @@ void app::start_source() {
       proc_->start_known(tp, start);
     });
   }
+  source_->on_fill_since(
+      [this](const kafka::topic_partition& tp) { return proc_->fill_since(tp); });
+  source_->on_filled([this](const kafka::topic_partition& tp, const kafka::fill_outcome& outcome) {
+    proc_->filled(tp, outcome);
+  });
   source_->on_start_behind_commit(
       [this](const kafka::topic_partition& tp, std::int64_t start, std::int64_t committed) {
         return proc_->start_behind_commit(tp, start, committed);

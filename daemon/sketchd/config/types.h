@@ -62,6 +62,10 @@ struct state_config {
   // A snapshot of another format or other parameters is skipped (and logged) instead of
   // stopping the daemon.
   bool discard_incompatible_snapshot = false;
+  // A partition assigned without a snapshot's position has its windows filled from its log:
+  // the messages since the longest window of the pipelines reading it, up to the group's
+  // committed offset, go into the windows without being forwarded.
+  bool fill_from_log = true;
 };
 
 enum class item_source { key, value, json, header };

@@ -3,11 +3,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
 #include "sketchd/kafka/client.h"
 #include "sketchd/kafka/read_ahead.h"
+#include "sketchd/kafka/time_lookup.h"
 #include "sketchd/util/logging.h"
 
 namespace sketchd::kafka {
@@ -22,6 +24,12 @@ struct behind_commit {
   std::int64_t start;
   std::int64_t committed;
 };
+std::int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 // How long the group's committed offsets and the partitions' first and last offsets are
 // waited for.
 constexpr int kCommittedWaitMs = 10000;
@@ -170,8 +178,15 @@ std::vector<behind_commit> start_at_restored_positions(
 }  // namespace
 
 rebalance_handler::rebalance_handler(rd_kafka_t* consumer, const std::vector<std::string>& topics,
-                                     bool from_earliest, read_ahead& ahead)
-    : consumer_(consumer), topics_(topics), from_earliest_(from_earliest), ahead_(ahead) {}
+                                     bool from_earliest, read_ahead& ahead,
+                                     std::function<std::unique_ptr<time_lookup>()> make_lookup)
+    : consumer_(consumer),
+      topics_(topics),
+      from_earliest_(from_earliest),
+      ahead_(ahead),
+      make_lookup_(std::move(make_lookup)) {}
+
+rebalance_handler::~rebalance_handler() = default;
 
 std::vector<topic_partition> rebalance_handler::indexed(
     const rd_kafka_topic_partition_list_t* partitions) const {
@@ -228,20 +243,36 @@ void rebalance_handler::assign(rd_kafka_topic_partition_list_t* partitions,
                                std::span<const topic_partition> list) {
   assigned_once_ = true;
   std::vector<std::optional<std::int64_t>> starts(list.size());
+  std::vector<std::optional<std::int64_t>> fill_since(list.size());
   ahead_.run_on_owner([&] {
     if (hooks_.on_assignment) hooks_.on_assignment();
-    if (!hooks_.on_assign) return;
-    for (std::size_t i = 0; i < list.size(); ++i) starts[i] = hooks_.on_assign(list[i]);
+    if (hooks_.on_assign) {
+      for (std::size_t i = 0; i < list.size(); ++i) starts[i] = hooks_.on_assign(list[i]);
+    }
+    if (hooks_.on_fill_since) {
+      for (std::size_t i = 0; i < list.size(); ++i)
+        if (!starts[i]) fill_since[i] = hooks_.on_fill_since(list[i]);
+    }
   });
   std::vector<std::pair<int, std::int64_t>> known;
   const std::vector<behind_commit> behind =
       start_at_restored_positions(consumer_, partitions, starts,
                                   static_cast<bool>(hooks_.on_start_known), from_earliest_, known);
-  if (!known.empty()) {
+  const std::vector<fill_outcome> fills = fill_from_log(partitions, fill_since);
+  const bool asked_fill = std::any_of(fill_since.begin(), fill_since.end(),
+                                      [](const auto& since) { return since.has_value(); });
+  // Only with something to tell: the owner may be away (a hold), and the rebalance would
+  // wait for it.
+  if (!known.empty() || asked_fill) {
     ahead_.run_on_owner([&] {
-      if (!hooks_.on_start_known) return;
-      for (const auto& [index, offset] : known)
-        hooks_.on_start_known(list[static_cast<std::size_t>(index)], offset);
+      if (hooks_.on_start_known) {
+        for (const auto& [index, offset] : known)
+          hooks_.on_start_known(list[static_cast<std::size_t>(index)], offset);
+      }
+      if (hooks_.on_filled) {
+        for (std::size_t i = 0; i < list.size(); ++i)
+          if (fill_since[i]) hooks_.on_filled(list[i], fills[i]);
+      }
     });
   }
   if (behind.empty()) return;
@@ -256,6 +287,87 @@ void rebalance_handler::assign(rd_kafka_topic_partition_list_t* partitions,
   for (std::size_t j = 0; j < behind.size(); ++j) {
     if (!start_behind[j]) partitions->elems[behind[j].index].offset = behind[j].committed;
   }
+}
+
+std::vector<fill_outcome> rebalance_handler::fill_from_log(
+    rd_kafka_topic_partition_list_t* partitions,
+    const std::vector<std::optional<std::int64_t>>& since) {
+  std::vector<fill_outcome> out(since.size());
+  std::vector<int> asked;
+  for (int i = 0; i < partitions->cnt; ++i)
+    if (since[static_cast<std::size_t>(i)]) asked.push_back(i);
+  if (asked.empty()) return out;
+  const topic_partition_list_ptr committed(
+      rd_kafka_topic_partition_list_new(static_cast<int>(asked.size())));
+  std::vector<time_query> queries;
+  for (const int i : asked) {
+    const auto& tp = partitions->elems[i];
+    rd_kafka_topic_partition_list_add(committed.get(), tp.topic, tp.partition);
+    queries.push_back({tp.topic, tp.partition, *since[static_cast<std::size_t>(i)]});
+  }
+  if (const rd_kafka_resp_err_t err =
+          rd_kafka_committed(consumer_, committed.get(), kCommittedWaitMs)) {
+    log()->warn(
+        "cannot read the group's committed offsets ({}): the windows of {} partition(s) are "
+        "not filled from the log",
+        rd_kafka_err2str(err), asked.size());
+    return out;
+  }
+  if (!lookup_) {
+    try {
+      lookup_ = make_lookup_();
+    } catch (const std::exception& e) {
+      log()->warn(
+          "cannot look up where the logs reach a time ({}): the windows of {} "
+          "partition(s) are not filled from the log",
+          e.what(), asked.size());
+      return out;
+    }
+  }
+  const std::vector<time_answer> answers = lookup_->find(
+      queries, std::chrono::steady_clock::now() + std::chrono::milliseconds(kCommittedWaitMs));
+  for (std::size_t j = 0; j < asked.size(); ++j) {
+    auto& tp = partitions->elems[asked[j]];
+    const rd_kafka_topic_partition_t* group =
+        rd_kafka_topic_partition_list_find(committed.get(), tp.topic, tp.partition);
+    out[static_cast<std::size_t>(asked[j])] = fill_one(tp, group, answers[j]);
+  }
+  return out;
+}
+
+fill_outcome rebalance_handler::fill_one(rd_kafka_topic_partition_t& tp,
+                                         const rd_kafka_topic_partition_t* group,
+                                         const time_answer& answer) {
+  fill_outcome out;
+  std::int64_t low = 0;
+  std::int64_t high = 0;
+  if (!answer.ok() || rd_kafka_query_watermark_offsets(consumer_, tp.topic, tp.partition, &low,
+                                                       &high, kCommittedWaitMs)) {
+    log()->warn(
+        "partition {} [{}]: where its log reaches the windows' start cannot be found ({}): its "
+        "windows are not filled from the log",
+        tp.topic, tp.partition, answer.ok() ? "its first and last offsets" : answer.error->what());
+    return out;
+  }
+  // The log holds every message since the time: nothing was ever deleted from it, or a
+  // message before the answer is older (the answer is past the log's first offset).
+  out.complete = low == 0 || answer.offset > low;
+  const bool committed =
+      group != nullptr && group->err == RD_KAFKA_RESP_ERR_NO_ERROR && group->offset >= 0;
+  if (!committed && from_earliest_) return out;  // read from its start, every message processed
+  const std::int64_t from = std::max(answer.offset, low);
+  const std::int64_t until = std::min(committed ? group->offset : high, high);
+  if (from >= until) return out;
+  tp.offset = from;
+  out.filled = true;
+  out.from = from;
+  out.until = until;
+  log()->info(
+      "partition {} [{}]: its windows are filled from the log: offsets {} to {}, {} message(s) "
+      "of the last {} s{}, go into them without being forwarded",
+      tp.topic, tp.partition, from, until, until - from, (wall_ms() - answer.timestamp_ms) / 1000,
+      out.complete ? "" : " (the log no longer holds the older ones)");
+  return out;
 }
 
 void rebalance_handler::apply(bool assign, bool cooperative,

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -22,6 +23,8 @@
 namespace sketchd::kafka {
 
 class read_ahead;
+class time_lookup;
+struct time_answer;
 
 // The hooks of source.h (source::on_revoke() and the others), each run on the owner's
 // thread; an empty one does nothing.
@@ -32,6 +35,8 @@ struct rebalance_hooks {
   std::function<bool(const topic_partition&, std::int64_t start, std::int64_t committed)>
       on_start_behind_commit;
   std::function<void(const topic_partition&, std::int64_t start)> on_start_known;
+  std::function<std::optional<std::int64_t>(const topic_partition&)> on_fill_since;
+  std::function<void(const topic_partition&, const fill_outcome&)> on_filled;
 };
 
 // Thread safety: on_rebalance() runs on the thread that polls the consumer (the poller, or
@@ -41,8 +46,12 @@ class rebalance_handler {
  public:
   // For `consumer`, subscribed to `topics`; both outlive this object, as does `ahead`.
   // `from_earliest`: auto.offset.reset reads a partition without a commit from its start.
+  // `make_lookup` makes the time_lookup of the fills (on_fill_since), once, when the first
+  // is asked for.
   rebalance_handler(rd_kafka_t* consumer, const std::vector<std::string>& topics,
-                    bool from_earliest, read_ahead& ahead);
+                    bool from_earliest, read_ahead& ahead,
+                    std::function<std::unique_ptr<time_lookup>()> make_lookup);
+  ~rebalance_handler();
 
   // Set before the first rebalance.
   [[nodiscard]] rebalance_hooks& hooks() noexcept { return hooks_; }
@@ -71,6 +80,14 @@ class rebalance_handler {
   std::vector<topic_partition> indexed(const rd_kafka_topic_partition_list_t* partitions) const;
   void revoke(rd_kafka_topic_partition_list_t* partitions, std::span<const topic_partition> list);
   void assign(rd_kafka_topic_partition_list_t* partitions, std::span<const topic_partition> list);
+  // The fills of the partitions `since` asks a time for (by index in `partitions`): their
+  // starts set in `partitions` where they are filled; see source::on_fill_since().
+  std::vector<fill_outcome> fill_from_log(rd_kafka_topic_partition_list_t* partitions,
+                                          const std::vector<std::optional<std::int64_t>>& since);
+  // One partition's fill: `group` its committed offset (nullptr when unknown), `answer`
+  // where its log reaches the time asked.
+  fill_outcome fill_one(rd_kafka_topic_partition_t& tp, const rd_kafka_topic_partition_t* group,
+                        const time_answer& answer);
   // (Un)assigns `partitions`, pausing what is assigned when a pause or a hold is in force,
   // and logs the assignment after the change.
   void apply(bool assign, bool cooperative, rd_kafka_topic_partition_list_t* partitions);
@@ -81,6 +98,8 @@ class rebalance_handler {
   const std::vector<std::string>& topics_;
   bool from_earliest_;
   read_ahead& ahead_;
+  std::function<std::unique_ptr<time_lookup>()> make_lookup_;
+  std::unique_ptr<time_lookup> lookup_;
   rebalance_hooks hooks_;
   std::atomic<bool> paused_{false};
   // Taken around an assignment and the pause of what it assigns (poller), and around a

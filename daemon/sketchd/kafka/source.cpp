@@ -10,6 +10,7 @@
 #include "sketchd/kafka/read_ahead.h"
 #include "sketchd/kafka/rebalance.h"
 #include "sketchd/kafka/sink.h"
+#include "sketchd/kafka/time_lookup.h"
 #include "sketchd/util/logging.h"
 
 namespace sketchd::kafka {
@@ -190,8 +191,12 @@ source::source(const source_options& options)
   // librdkafka runs the callbacks inside the poller's polls only: both exist before it starts.
   read_ahead_ = std::make_unique<read_ahead>(
       consumer_.get(), options_, [this] { set_fatal(fatal_error_text(consumer_.get())); });
-  rebalance_ = std::make_unique<rebalance_handler>(consumer_.get(), options_.topics, from_earliest_,
-                                                   *read_ahead_);
+  rebalance_ = std::make_unique<rebalance_handler>(
+      consumer_.get(), options_.topics, from_earliest_, *read_ahead_, [this] {
+        std::map<std::string, std::string> properties = options_.properties;
+        properties["group.id"] = options_.group_id;
+        return std::make_unique<time_lookup>(options_.bootstrap_servers, properties);
+      });
   read_ahead_->start();
 }
 
@@ -218,6 +223,13 @@ void source::on_start_behind_commit(
 }
 void source::on_start_known(std::function<void(const topic_partition&, std::int64_t)> hook) {
   rebalance_->hooks().on_start_known = std::move(hook);
+}
+void source::on_fill_since(
+    std::function<std::optional<std::int64_t>(const topic_partition&)> hook) {
+  rebalance_->hooks().on_fill_since = std::move(hook);
+}
+void source::on_filled(std::function<void(const topic_partition&, const fill_outcome&)> hook) {
+  rebalance_->hooks().on_filled = std::move(hook);
 }
 
 std::span<const record> source::poll_batch() {

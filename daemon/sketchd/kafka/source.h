@@ -108,6 +108,21 @@ struct record {
   const rd_kafka_message_s* native = nullptr;  // for the sink (forwarding keeps headers)
 };
 
+// What on_filled() tells of a partition assigned without a start from on_assign, whose
+// windows asked for its messages since a time (on_fill_since()).
+struct fill_outcome {
+  // [from, until) is read first: the messages since the time asked up to the group's
+  // committed offset (or, with auto.offset.reset at latest and no commit, up to the log's
+  // end at the assignment), which the group has processed already.
+  bool filled = false;
+  std::int64_t from = 0;
+  std::int64_t until = 0;
+  // The log holds every message since the time asked: its first offset is 0, or a message
+  // before the fill's first one is older than the time. False also when it cannot be known
+  // (the committed offsets or the log's times could not be read).
+  bool complete = false;
+};
+
 struct partition_lag {
   std::string topic;
   std::int32_t partition = 0;
@@ -162,6 +177,17 @@ class source {
   // when that cannot be known (the committed offsets cannot be read, or the reading starts
   // at the log's end).
   void on_start_known(std::function<void(const topic_partition&, std::int64_t start)> hook);
+  // Filling the windows from the log. Called inside poll_batch(), after on_assign, for each
+  // partition assigned without a start from on_assign: the time (ms since the epoch) from
+  // which the owner's windows want its messages, or nullopt. For those it gives a time, the
+  // offset where the log reaches it is looked up (kafka::time_lookup: the broker's
+  // offsets_for_times, or a search by reading timestamps), the partition's reading starts
+  // there when that is before the group's committed offset, and on_filled() is called,
+  // after on_start_known, with what was found. With auto.offset.reset at latest, a
+  // partition the group never committed is filled up to the log's end at the assignment;
+  // at earliest it is read from its start, as always, and not filled.
+  void on_fill_since(std::function<std::optional<std::int64_t>(const topic_partition&)> hook);
+  void on_filled(std::function<void(const topic_partition&, const fill_outcome&)> hook);
 
   // Stops fetching from every assigned partition, and from partitions assigned later.
   // poll_batch() then returns nothing while the consumer stays in its group.

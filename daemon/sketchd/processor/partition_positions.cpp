@@ -63,6 +63,12 @@ void partition_positions::start_known(const kafka::topic_partition& tp, std::int
   if (it != positions_.end() && it->second < 0) it->second = start;
 }
 
+void partition_positions::fill(const kafka::topic_partition& tp, std::int64_t from,
+                               std::int64_t until) {
+  positions_[key_of(tp)] = from;
+  read_again_until_[key_of(tp)] = until;
+}
+
 partition_positions::delivery_step partition_positions::delivered(std::size_t topic_index,
                                                                   std::int32_t partition,
                                                                   std::int64_t next) {

@@ -62,6 +62,9 @@ class partition_positions {
   // `tp`'s reading starts at `start`: its position until its first message is delivered,
   // unless it has one already.
   void start_known(const kafka::topic_partition& tp, std::int64_t start);
+  // `tp`'s windows are filled from its log: its reading starts at `from`, its position, and
+  // it is read again up to `until` (replaying()), its offsets before it never stored.
+  void fill(const kafka::topic_partition& tp, std::int64_t from, std::int64_t until);
 
   // The message at `offset` of the partition is read again (before the committed offset).
   [[nodiscard]] bool replaying(std::size_t topic_index, std::int32_t partition,

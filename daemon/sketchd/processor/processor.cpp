@@ -36,6 +36,7 @@ processor::processor(const config& cfg, std::vector<pipeline*> pipelines,
                      std::function<bool()> stop)
     : pipelines_(std::move(pipelines)),
       topics_(std::move(topics)),
+      fill_from_log_(cfg.state.fill_from_log),
       stop_(std::move(stop)),
       out_(std::move(out)) {
   const std::size_t n = pipelines_.size();
@@ -281,15 +282,46 @@ void processor::assignment_begins() {
 void processor::assigned(const kafka::topic_partition& tp, std::optional<std::int64_t> start) {
   // Without a snapshot's position, the windows have not counted this partition's recent
   // items (unless it was revoked from this instance in the same rebalance): the group's
-  // heavy-hitter figures miss them for a window.
+  // heavy-hitter figures miss them for a window, unless they are filled from the log
+  // (filled() decides).
   if (positions_.assigned(tp, start)) {
-    for (std::size_t i : topic_routes_[tp.topic_index]) pipelines_[i]->partitions_taken_over();
+    if (fill_from_log_) {
+      to_fill_.insert({tp.topic_index, tp.partition});
+    } else {
+      taken_over(tp);
+    }
   }
   tracker_.reset(tp.topic_index, tp.partition);
 }
 
+void processor::taken_over(const kafka::topic_partition& tp) {
+  for (std::size_t i : topic_routes_[tp.topic_index]) pipelines_[i]->partitions_taken_over();
+}
+
+std::optional<std::int64_t> processor::fill_since(const kafka::topic_partition& tp) const {
+  if (!to_fill_.contains({tp.topic_index, tp.partition})) return std::nullopt;
+  return wall_now_ms() - longest_window(tp.topic_index).count();
+}
+
+void processor::filled(const kafka::topic_partition& tp, const kafka::fill_outcome& outcome) {
+  if (to_fill_.erase({tp.topic_index, tp.partition}) == 0) return;
+  if (outcome.filled) positions_.fill(tp, outcome.from, outcome.until);
+  if (!outcome.complete) taken_over(tp);
+}
+
+std::chrono::milliseconds processor::longest_window(std::size_t topic_index) const {
+  std::chrono::milliseconds longest{0};
+  for (std::size_t i : topic_routes_[topic_index]) {
+    const pipeline_config& pc = pipelines_[i]->config();
+    if (pc.heavy_hitters) longest = std::max(longest, pc.heavy_hitters->window);
+    if (pc.dedup) longest = std::max(longest, pc.dedup->window);
+  }
+  return longest;
+}
+
 void processor::revoked(std::span<const kafka::topic_partition> partitions) {
   for (const auto& tp : partitions) {
+    to_fill_.erase({tp.topic_index, tp.partition});
     positions_.revoked(tp);
     tracker_.reset(tp.topic_index, tp.partition);
   }
@@ -297,12 +329,7 @@ void processor::revoked(std::span<const kafka::topic_partition> partitions) {
 
 bool processor::start_behind_commit(const kafka::topic_partition& tp, std::int64_t start,
                                     std::int64_t committed) {
-  std::chrono::milliseconds longest{0};
-  for (std::size_t i : topic_routes_[tp.topic_index]) {
-    const pipeline_config& pc = pipelines_[i]->config();
-    if (pc.heavy_hitters) longest = std::max(longest, pc.heavy_hitters->window);
-    if (pc.dedup) longest = std::max(longest, pc.dedup->window);
-  }
+  const std::chrono::milliseconds longest = longest_window(tp.topic_index);
   const std::int64_t now = wall_now_ms();
   const std::string& topic = topics_[tp.topic_index];
   if (!positions_.start_behind_commit(tp, committed, longest, now)) {
@@ -312,7 +339,7 @@ bool processor::start_behind_commit(const kafka::topic_partition& tp, std::int64
         "between are not read again (their items are not in this instance's windows)",
         topic, tp.partition, committed, start, positions_.snapshot_age(now).count() / 1000);
     // The windows have expired since: they miss this partition's recent items.
-    for (std::size_t i : topic_routes_[tp.topic_index]) pipelines_[i]->partitions_taken_over();
+    taken_over(tp);
     return false;
   }
   module_logger("kafka")->info(

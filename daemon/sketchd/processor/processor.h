@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -67,6 +68,16 @@ class processor {
   void assignment_begins();
   void assigned(const kafka::topic_partition& tp, std::optional<std::int64_t> start);
   void revoked(std::span<const kafka::topic_partition> partitions);
+  // Filling the windows from the log (state.fill_from_log; kafka::source::on_fill_since()).
+  // The time since which a partition just assigned wants its messages: now less the
+  // longest window of the pipelines reading it, for a partition assigned without a
+  // snapshot's position and not revoked from this instance in the same rebalance; nullopt
+  // otherwise, or without fill_from_log.
+  [[nodiscard]] std::optional<std::int64_t> fill_since(const kafka::topic_partition& tp) const;
+  // What the fill found: its messages are read again (replaying(): into the windows, not
+  // forwarded, their offsets not stored), and the heavy-hitter windows are incomplete
+  // (pipeline::partitions_taken_over()) unless the log held every message of the window.
+  void filled(const kafka::topic_partition& tp, const kafka::fill_outcome& outcome);
 
   // Positions restored from a snapshot written at `snapshot_ms` (wall clock): the start
   // offsets of their partitions.
@@ -156,6 +167,10 @@ class processor {
   };
 
   void add_routes();
+  // The pipelines reading tp's topic have not counted its recent items.
+  void taken_over(const kafka::topic_partition& tp);
+  // The longest heavy-hitter or dedup window of the pipelines reading the topic.
+  [[nodiscard]] std::chrono::milliseconds longest_window(std::size_t topic_index) const;
   // process(): the pipelines' verdicts on the batch (their state published and released
   // before return); then each message's outputs forwarded; then what follows a batch.
   void run_pipelines(std::span<const kafka::record> batch, std::int64_t wall_ms);
@@ -181,6 +196,9 @@ class processor {
 
   std::vector<pipeline*> pipelines_;
   std::vector<std::string> topics_;
+  bool fill_from_log_ = true;
+  // Partitions assigned without a snapshot's position, until filled() tells their fill.
+  std::set<std::pair<std::size_t, std::int32_t>> to_fill_;
   std::vector<std::vector<std::size_t>> topic_routes_;  // topic index → pipeline indices
   std::vector<route> routes_;
   std::vector<pipeline_outputs> outputs_;
