@@ -237,4 +237,22 @@ std::string redact(std::string_view text, const std::vector<std::string>& secret
   return out;
 }
 
+bool find_native_header(const void* context, std::string_view name, std::string_view* out) {
+  auto* m = static_cast<rd_kafka_message_t*>(const_cast<void*>(context));
+  rd_kafka_headers_t* headers = nullptr;
+  if (rd_kafka_message_headers(m, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR || headers == nullptr)
+    return false;
+  const char* header = nullptr;
+  const void* value = nullptr;
+  std::size_t size = 0;
+  for (std::size_t i = 0;
+       rd_kafka_header_get_all(headers, i, &header, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
+       ++i) {
+    if (name != header) continue;
+    *out = value ? std::string_view(static_cast<const char*>(value), size) : std::string_view();
+    return true;
+  }
+  return false;
+}
+
 }  // namespace sketchd::kafka

@@ -25,6 +25,7 @@
 
 #include "sketchd/kafka/error.h"
 #include "sketchd/kafka/properties.h"
+#include "sketchd/pipeline/extractor.h"
 #include "sketchd/util/rate_limit.h"
 
 namespace sketchd::kafka {
@@ -156,6 +157,22 @@ class librdkafka_log {
   std::chrono::steady_clock::duration interval_;
   keyed_rate_limit limit_;
 };
+
+// message_view::find_header for a native message (`context`): the first header `name`, of
+// any length.
+bool find_native_header(const void* context, std::string_view name, std::string_view* out);
+
+// The extractor's view of a consumed message: its key, its value and its headers, valid
+// while the message lives. Inline: the source makes one per message. No allocation.
+[[nodiscard]] inline message_view view_of(const rd_kafka_message_t* m) noexcept {
+  message_view v;
+  v.has_key = m->key != nullptr;
+  v.key = std::string_view(static_cast<const char*>(m->key), m->key ? m->key_len : 0);
+  v.value = std::string_view(static_cast<const char*>(m->payload), m->payload ? m->len : 0);
+  v.find_header = &find_native_header;
+  v.header_context = m;
+  return v;
+}
 
 // Tells what the log lines of every librdkafka client of the process hold back
 // (librdkafka_log::tell_held). Cheap when nothing is held; the consumer's poller calls it.

@@ -20,25 +20,6 @@ using std::chrono::steady_clock;
 
 std::shared_ptr<spdlog::logger> log() { return module_logger("kafka"); }
 
-// The first header `name` of the native message `context` (as the input's records do).
-bool find_header(const void* context, std::string_view name, std::string_view* out) {
-  auto* m = static_cast<rd_kafka_message_t*>(const_cast<void*>(context));
-  rd_kafka_headers_t* headers = nullptr;
-  if (rd_kafka_message_headers(m, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR || headers == nullptr)
-    return false;
-  const char* header = nullptr;
-  const void* value = nullptr;
-  std::size_t size = 0;
-  for (std::size_t i = 0;
-       rd_kafka_header_get_all(headers, i, &header, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
-       ++i) {
-    if (name != header) continue;
-    *out = value ? std::string_view(static_cast<const char*>(value), size) : std::string_view();
-    return true;
-  }
-  return false;
-}
-
 // A decimal integer ≥ 0 taking the whole text: no sign, no space.
 template <typename Integer>
 bool parse_decimal(std::string_view text, Integer& out) noexcept {
@@ -176,11 +157,7 @@ void take(const rd_kafka_message_t* m, const provenance_filter& accept,
   r.output_offset = m->offset;
   rd_kafka_timestamp_type_t type;
   r.timestamp_ms = rd_kafka_message_timestamp(m, &type);
-  r.view.has_key = m->key != nullptr;
-  r.view.key = std::string_view(static_cast<const char*>(m->key), m->key ? m->key_len : 0);
-  r.view.value = std::string_view(static_cast<const char*>(m->payload), m->payload ? m->len : 0);
-  r.view.find_header = &find_header;
-  r.view.header_context = m;
+  r.view = view_of(m);
   const provenance_parse parsed = parse_provenance(r.view);
   if (!parsed.ok) {
     ++result.skipped[static_cast<std::size_t>(parsed.reason)];

@@ -19,25 +19,6 @@ std::shared_ptr<spdlog::logger> log() { return module_logger("kafka"); }
 // during close(), when the owner's thread serves them).
 thread_local bool on_poller_thread = false;
 
-bool find_header(const void* context, std::string_view name, std::string_view* out) {
-  auto* m = static_cast<rd_kafka_message_t*>(const_cast<void*>(context));
-  rd_kafka_headers_t* headers = nullptr;
-  if (rd_kafka_message_headers(m, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR || headers == nullptr)
-    return false;
-  // The first header of that name (docs/CONFIGURATION.md), of any length.
-  const char* header = nullptr;
-  const void* value = nullptr;
-  std::size_t size = 0;
-  for (std::size_t i = 0;
-       rd_kafka_header_get_all(headers, i, &header, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
-       ++i) {
-    if (name != header) continue;
-    *out = value ? std::string_view(static_cast<const char*>(value), size) : std::string_view();
-    return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 read_ahead::read_ahead(rd_kafka_t* consumer, const source_options& options,
@@ -138,11 +119,7 @@ void read_ahead::take_message(rd_kafka_message_t* m, batch& b, std::size_t& byte
   r.offset = m->offset;
   rd_kafka_timestamp_type_t type;
   r.timestamp_ms = rd_kafka_message_timestamp(m, &type);
-  r.view.has_key = m->key != nullptr;
-  r.view.key = std::string_view(static_cast<const char*>(m->key), m->key ? m->key_len : 0);
-  r.view.value = std::string_view(static_cast<const char*>(m->payload), m->payload ? m->len : 0);
-  r.view.find_header = &find_header;
-  r.view.header_context = m;
+  r.view = view_of(m);
   r.native = m;
   b.records.push_back(r);
 }

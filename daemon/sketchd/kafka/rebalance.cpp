@@ -313,18 +313,18 @@ std::vector<fill_outcome> rebalance_handler::fill_from_log(
         rd_kafka_err2str(err), asked.size());
     return out;
   }
-  if (!lookup_) {
-    try {
-      lookup_ = make_lookup_();
-    } catch (const std::exception& e) {
-      log()->warn(
-          "cannot look up where the logs reach a time ({}): the windows of {} "
-          "partition(s) are not filled from the log",
-          e.what(), asked.size());
-      return out;
-    }
+  // A client of its own for this assignment's lookups, released with them.
+  std::unique_ptr<time_lookup> lookup;
+  try {
+    lookup = make_lookup_();
+  } catch (const std::exception& e) {
+    log()->warn(
+        "cannot look up where the logs reach a time ({}): the windows of {} partition(s) are "
+        "not filled from the log",
+        e.what(), asked.size());
+    return out;
   }
-  const std::vector<time_answer> answers = lookup_->find(
+  const std::vector<time_answer> answers = lookup->find(
       queries, std::chrono::steady_clock::now() + std::chrono::milliseconds(kCommittedWaitMs));
   for (std::size_t j = 0; j < asked.size(); ++j) {
     auto& tp = partitions->elems[asked[j]];

@@ -46,8 +46,8 @@ class rebalance_handler {
  public:
   // For `consumer`, subscribed to `topics`; both outlive this object, as does `ahead`.
   // `from_earliest`: auto.offset.reset reads a partition without a commit from its start.
-  // `make_lookup` makes the time_lookup of the fills (on_fill_since), once, when the first
-  // is asked for.
+  // `make_lookup` makes the time_lookup of an assignment's fills (on_fill_since), released
+  // once they are found.
   rebalance_handler(rd_kafka_t* consumer, const std::vector<std::string>& topics,
                     bool from_earliest, read_ahead& ahead,
                     std::function<std::unique_ptr<time_lookup>()> make_lookup);
@@ -99,7 +99,6 @@ class rebalance_handler {
   bool from_earliest_;
   read_ahead& ahead_;
   std::function<std::unique_ptr<time_lookup>()> make_lookup_;
-  std::unique_ptr<time_lookup> lookup_;
   rebalance_hooks hooks_;
   std::atomic<bool> paused_{false};
   // Taken around an assignment and the pause of what it assigns (poller), and around a
