@@ -36,41 +36,10 @@ partitions=8
 kills=${KILLS:-2}
 start_mock_kafka "events:$partitions" "unique:$partitions"
 
-"$python" - "$work" <<'EOF'
-import json, random, sys
-work = sys.argv[1]
-rng = random.Random(20261129)
-events = [f"item-{i}" for i in range(3500) for _ in range(4)]
-rng.shuffle(events)
-with open(f"{work}/events", "w") as f:
-    for seq, item in enumerate(events):
-        f.write(f'{item}|{json.dumps({"user": {"id": item}, "seq": seq}, separators=(",", ":"))}\n')
-EOF
-events=$(wc -l <"$work/events")
-distinct=$(cut -d'|' -f1 "$work/events" | sort -u | wc -l)
-log "stream: $events events, $distinct distinct items"
+recurring_events 20261129 3500 4
 
 # config NAME PORT: a member of the group, forwarding first-seen events.
-config() {
-  cat >"$work/$1.yaml" <<EOF
-kafka:
-  brokers: "$bootstrap"
-  group_id: itest-moves
-  batch_size: 50
-  properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 500, auto.commit.interval.ms: 500,
-                statistics.interval.ms: 500 }
-http:
-  listen: "127.0.0.1:$2"
-pipelines:
-  - name: orders
-    topics: [events]
-    item: { from: json, path: /user/id }
-    clock: wall
-    dedup: { window: 1h, capacity: 100000, fpr: $fpr, output_topic: unique }
-    heavy_hitters: { window: 5m, top_k: 5, threshold: 0.01 }
-log: { level: info, summary_interval: 0 }
-EOF
-}
+config() { group_member_config "$work/$1.yaml" "$2" itest-moves "$fpr"; }
 
 declare -A pid_of port_of
 filters=0  # the Bloom filters that have seen items: one per start of a member

@@ -206,6 +206,50 @@ keyed_lines() {
     'BEGIN { for (i = first; i < first + count; i++) printf "k%d|{\"user\":{\"id\":\"k%d\"}}\n", i, i }'
 }
 
+# recurring_events SEED DISTINCT REPEATS: writes $work/events, lines for kcat -K'|', each
+# item "item-I" (I < DISTINCT) REPEATS times in an order shuffled with SEED:
+# "item-I|{"user":{"id":"item-I"},"seq":S}"; sets $events and $distinct.
+recurring_events() {
+  "$python" - "$work" "$1" "$2" "$3" <<'EOF'
+import json, random, sys
+work, seed, distinct, repeats = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rng = random.Random(seed)
+events = [f"item-{i}" for i in range(distinct) for _ in range(repeats)]
+rng.shuffle(events)
+with open(f"{work}/events", "w") as f:
+    for seq, item in enumerate(events):
+        f.write(f'{item}|{json.dumps({"user": {"id": item}, "seq": seq}, separators=(",", ":"))}\n')
+EOF
+  events=$(wc -l <"$work/events")
+  distinct=$(cut -d'|' -f1 "$work/events" | sort -u | wc -l)
+  log "stream: $events events, $distinct distinct items"
+}
+
+# group_member_config FILE PORT GROUP FPR: a member of consumer group GROUP reading `events`
+# in small batches (50) with short group timings; its pipeline `orders` takes the item from
+# /user/id, forwards first-seen events to `unique` (dedup: 1h, capacity 100,000, FPR) and
+# counts heavy hitters (5m); HTTP on 127.0.0.1:PORT.
+group_member_config() {
+  cat >"$1" <<EOF
+kafka:
+  brokers: "$bootstrap"
+  group_id: $3
+  batch_size: 50
+  properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 500, auto.commit.interval.ms: 500,
+                statistics.interval.ms: 500 }
+http:
+  listen: "127.0.0.1:$2"
+pipelines:
+  - name: orders
+    topics: [events]
+    item: { from: json, path: /user/id }
+    clock: wall
+    dedup: { window: 1h, capacity: 100000, fpr: $4, output_topic: unique }
+    heavy_hitters: { window: 5m, top_k: 5, threshold: 0.01 }
+log: { level: info, summary_interval: 0 }
+EOF
+}
+
 # produce TOPIC [KCAT OPTIONS…] < LINES: produces with kcat and waits for every delivery.
 produce() {
   local topic=$1
