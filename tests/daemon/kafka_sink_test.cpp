@@ -17,6 +17,8 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -288,6 +290,67 @@ TEST(KafkaSink, ProducedEventIsWrittenAsGiven) {
   EXPECT_EQ(out[0].key, "u1");
   EXPECT_EQ(out[0].value, R"({"event":"enter"})");
   EXPECT_EQ(out[0].timestamp_ms, 1700000000123);
+}
+
+// The output positions a snapshot records: where each partition ended when learn_ends()
+// asked (another producer's messages included), then past this sink's own deliveries.
+TEST(KafkaSink, EndsAreTheLearntEndsThenPastEachDelivery) {
+  mock_cluster cluster;
+  cluster.create_topic("out", 2);
+  cluster.create_topic("alerts", 1);
+  reports r;
+  sink other(sink_options{cluster.bootstrap_servers(), {}, {"out"}}, recorder(r));
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(other.produce(0, "a", "v", 1, 1, kNeverGiveUp), error_code::no_error);
+  ASSERT_TRUE(other.flush(10s));
+  sink s(sink_options{cluster.bootstrap_servers(), {}, {"out", "alerts"}}, recorder(r));
+  EXPECT_TRUE(s.ends().empty());  // nothing learnt, nothing delivered
+  s.learn_ends();
+  for (int i = 0; i < 100 && s.ends().size() < 3; ++i) std::this_thread::sleep_for(100ms);
+  using ends = std::vector<std::tuple<std::size_t, std::int32_t, std::int64_t>>;
+  const auto as_tuples = [](const std::vector<sink::output_end>& e) {
+    ends out;
+    for (const auto& x : e) out.emplace_back(x.topic, x.partition, x.next_offset);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  const ends learnt = as_tuples(s.ends());
+  ASSERT_EQ(learnt.size(), 3u);
+  std::int64_t before = 0;
+  for (const auto& [topic, partition, next] : learnt) {
+    if (topic == 0)
+      before += next;
+    else
+      EXPECT_EQ(next, 0);
+  }
+  EXPECT_EQ(before, 3);  // the other producer's 3 messages, on one partition
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(s.produce(0, "a", "v", 1, 2, kNeverGiveUp), error_code::no_error);
+  ASSERT_EQ(s.produce(1, "x", "v", 1, 3, kNeverGiveUp), error_code::no_error);
+  ASSERT_TRUE(s.flush(10s));
+  std::int64_t after = 0;
+  for (const auto& [topic, partition, next] : as_tuples(s.ends())) {
+    if (topic == 0)
+      after += next;
+    else
+      EXPECT_EQ(next, 1);
+  }
+  EXPECT_EQ(after, 5);
+}
+
+// A cluster that cannot be reached: nothing learnt (a warning says so), and the sink still
+// goes away at once.
+TEST(KafkaSink, EndsOfABrokerThatIsDownAreNotLearnt) {
+  reports r;
+  auto start = std::chrono::steady_clock::now();
+  {
+    sink s(sink_options{"127.0.0.1:1", {}, {"out"}}, recorder(r));
+    s.learn_ends();
+    std::this_thread::sleep_for(1500ms);
+    EXPECT_TRUE(s.ends().empty());
+    start = std::chrono::steady_clock::now();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
 }
 
 // Offsets are stored on success reports: a property asking for error reports only would

@@ -364,6 +364,60 @@ TEST(ProcessorForwarding, APartitionReadAgainIsNotForwardedBeforeTheCommittedOff
   EXPECT_EQ(f.stored(), (pairs{{2, 107}}));
 }
 
+// A restart after a crash: the outputs found forwarded after the snapshot (output_replay)
+// are not forwarded again; the messages' other outputs are, and every offset is stored.
+TEST(ProcessorForwarding, OutputsForwardedBeforeACrashAreNotForwardedAgain) {
+  config c = one_dedup_pipeline();
+  c.pipelines.push_back(dedup_pipeline("orders-copy", "copy", std::nullopt));
+  fixture f(c);
+  EXPECT_EQ(f.proc->replayable_outputs(), (std::vector<std::string>{"unique", "dups", "copy"}));
+  const kafka::topic_partition tp{0, 2};
+  f.proc->restore_positions({{0, 2, 100}}, 0);
+  // The crashed run forwarded 100 and 101 to "unique" and 102 to "dups", and 100 to "copy"
+  // (101's copy was still in flight when it died).
+  f.proc->forwarded_before("unique", tp, 100);
+  f.proc->forwarded_before("unique", tp, 101);
+  f.proc->forwarded_before("dups", tp, 102);
+  f.proc->forwarded_before("copy", tp, 100);
+  f.proc->forwarded_before("elsewhere", tp, 103);  // not an output: ignored
+  EXPECT_EQ(f.proc->forwarded_before_left(), 4u);
+  f.proc->assigned(tp, f.proc->take_restored_position(tp));
+  (void)f.process(2, 100, {"a", "b", "a", "c"});
+  EXPECT_EQ(f.out->offsets("unique"), (std::vector<std::int64_t>{103}));
+  EXPECT_EQ(f.out->offsets("dups"), (std::vector<std::int64_t>{}));
+  EXPECT_EQ(f.out->offsets("copy"), (std::vector<std::int64_t>{101, 103}));
+  EXPECT_EQ(f.proc->forwarded_before_left(), 0u);
+  // 100 has no output left to wait for; 101 waits for its copy.
+  EXPECT_EQ(f.stored(), (pairs{{2, 101}}));
+  f.out->acknowledge_all();
+  EXPECT_EQ(f.stored(), (pairs{{2, 104}}));
+  EXPECT_EQ(f.pipes[0]->counters().first_seen, 3u);  // the items are in the windows
+}
+
+// What was found of a partition that is assigned elsewhere first is dropped: the member that
+// read it from the group's commit may have forwarded its messages since.
+TEST(ProcessorForwarding, OutputsForwardedBeforeACrashAreForgottenWithoutTheRestoredStart) {
+  fixture f;
+  const kafka::topic_partition tp{0, 2};
+  f.proc->forwarded_before("unique", tp, 100);
+  f.proc->forwarded_before("unique", {0, 3}, 7);
+  f.proc->assigned(tp, std::nullopt);
+  EXPECT_EQ(f.proc->forwarded_before_left(), 1u);
+  const kafka::topic_partition revoked[] = {{0, 3}};
+  f.proc->revoked(revoked);
+  EXPECT_EQ(f.proc->forwarded_before_left(), 0u);
+  (void)f.process(2, 100, {"a"});
+  EXPECT_EQ(f.out->offsets("unique"), (std::vector<std::int64_t>{100}));
+}
+
+// Two pipelines writing one topic cannot tell whose copy it holds: not replayed.
+TEST(ProcessorForwarding, AnOutputTopicOfTwoRoutesIsNotReplayable) {
+  config c = one_dedup_pipeline();
+  c.pipelines.push_back(dedup_pipeline("orders-copy", "unique", std::nullopt));
+  fixture f(c);
+  EXPECT_EQ(f.proc->replayable_outputs(), (std::vector<std::string>{"dups"}));
+}
+
 TEST(ProcessorForwarding, FlushWaitsForTheOutputsAndStoresTheirOffsets) {
   fixture f;
   (void)f.process(0, 0, {"a", "b"});

@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <cerrno>
 #include <csignal>
@@ -45,6 +46,7 @@ state::snapshot sample() {
   state::snapshot s;
   s.created_ms = 1'790'000'000'000;
   s.offsets = {{"events", 0, 42}, {"events", 3, 7}, {"other", 1, 0}};
+  s.outputs = {{"first-seen", 0, 1'000}, {"first-seen", 1, 0}};
   s.pipelines = {{"clicks", std::string("state\0with\0zeros", 16)}, {"empty", ""}};
   return s;
 }
@@ -54,6 +56,29 @@ TEST(Snapshot, EncodeDecodeRoundTrips) {
   const state::snapshot back = state::decode(state::encode(s), "test");
   EXPECT_EQ(back.created_ms, s.created_ms);
   EXPECT_EQ(back.offsets, s.offsets);
+  EXPECT_EQ(back.outputs, s.outputs);
+  EXPECT_EQ(back.pipelines, s.pipelines);
+}
+
+// A version 1 file (written before the output positions) is read, with none.
+TEST(Snapshot, VersionOneIsReadWithoutOutputPositions) {
+  state::snapshot s = sample();
+  s.outputs.clear();
+  std::string file = state::encode(s);
+  // Version 1 is version 2 without the count of output positions (0 here), which follows
+  // the input positions: header (20 bytes), created_ms, P, P positions.
+  std::size_t at = 20 + 8 + 4;
+  for (const auto& o : s.offsets) at += 8 + o.topic.size() + 4 + 8;
+  file.erase(at, 4);
+  const std::uint32_t version = 1;
+  std::memcpy(file.data() + 8, &version, sizeof version);
+  const std::uint64_t length = file.size() - 20 - 8;
+  std::memcpy(file.data() + 12, &length, sizeof length);
+  const std::uint64_t checksum = XXH3_64bits(file.data(), file.size() - 8);
+  std::memcpy(file.data() + file.size() - 8, &checksum, sizeof checksum);
+  const state::snapshot back = state::decode(file, "v1");
+  EXPECT_EQ(back.offsets, s.offsets);
+  EXPECT_TRUE(back.outputs.empty());
   EXPECT_EQ(back.pipelines, s.pipelines);
 }
 

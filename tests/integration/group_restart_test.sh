@@ -69,14 +69,6 @@ wait_total() {
   done
   fail "forwarded $total in all after 90 s, expected $want"
 }
-# wait_assigned NAME COUNT: until NAME's log says COUNT partitions are assigned.
-wait_assigned() {
-  local deadline=$((SECONDS + 90))
-  until grep -q "; $2 assigned now" "$work/$1.err"; do
-    ((SECONDS < deadline)) || fail "sketchd $1 did not have $2 partitions within 90 s"
-    sleep 0.2
-  done
-}
 
 port=$port_a start_daemon "$work/a.yaml" a
 pid_a=$daemon_pid

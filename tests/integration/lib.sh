@@ -399,6 +399,17 @@ print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)
 EOF
 }
 
+# wait_assigned NAME COUNT: until the log of start_daemon's NAME says COUNT partitions are
+# assigned, within 90 s (after a kill -9, the group first waits for the dead member's
+# session to expire).
+wait_assigned() {
+  local deadline=$((SECONDS + 90))
+  until grep -q "; $2 assigned now" "$work/$1.err"; do
+    ((SECONDS < deadline)) || fail "sketchd $1 did not have $2 partitions within 90 s"
+    sleep 0.2
+  done
+}
+
 # check_log FILE PATTERN: fails unless FILE has a line matching the extended regex.
 check_log() {
   grep -Eq -- "$2" "$1" || fail "no line matching /$2/ in ${1##*/}"

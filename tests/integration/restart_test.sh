@@ -30,7 +30,7 @@ itest_init "$@"
 
 fpr=0.001
 chunk=5000
-start_mock_kafka in-term:4 out-term:4 in-kill:4 out-kill:4 in-idle:2 out-idle:2
+start_mock_kafka in-term:4 out-term:4 in-kill:4 out-kill:4 in-idle:2 out-idle:2 in-crash:4 out-crash:4
 
 "$python" - "$work" "$chunk" <<'EOF'
 import json, random, sys
@@ -47,13 +47,14 @@ events=$(wc -l <"$work/all")
 distinct=$(cut -d'|' -f1 "$work/all" | sort -u | wc -l)
 log "stream: $events events in 3 chunks, $distinct distinct items"
 
-# write_config NAME INTERVAL: $work/NAME.yaml reading in-NAME, forwarding to out-NAME.
+# write_config NAME INTERVAL [PROPERTIES]: $work/NAME.yaml reading in-NAME, forwarding to
+# out-NAME; PROPERTIES (", name: value…") added to kafka.properties.
 write_config() {
   cat >"$work/$1.yaml" <<EOF
 kafka:
   brokers: "$bootstrap"
   group_id: itest-restart-$1
-  properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 1000, statistics.interval.ms: 500 }
+  properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 1000, statistics.interval.ms: 500${3:-} }
   batch_size: 200
 http:
   listen: "127.0.0.1:$port"
@@ -83,6 +84,12 @@ forward_chunk() {
   wait_metric 'sketchd_pipeline_items_total{pipeline="orders"}' -eq "$chunk" 60
   forwarded=$(value 'sketchd_dedup_first_seen_total{pipeline="orders"}')
   wait_metric 'sketchd_dedup_forwarded_total{pipeline="orders"}' -eq "$forwarded" 30
+}
+
+# kill_daemon: kill -9, as a crash.
+kill_daemon() {
+  kill -KILL "$daemon_pid"
+  wait "$daemon_pid" 2>/dev/null || true
 }
 
 # stop_daemon: SIGTERM, and a clean exit within 10 s.
@@ -170,18 +177,12 @@ forward_chunk kill chunk2
 fw2=$forwarded
 # Committed: the lag, from statistics newer than the forwarding (every 500 ms), is 0.
 wait_committed 4 60 1
-kill -KILL "$daemon_pid"
-wait "$daemon_pid" 2>/dev/null || true
+kill_daemon
 log "run 2 killed after forwarding and committing chunk 2 ($fw2 first-seen), its snapshot still of chunk 1"
 
 start_daemon "$work/kill.yaml" kill-3
 check_log "$work/kill-3.err" "restored snapshot"
-# The group first waits for run 2's session to expire (6 s).
-deadline=$((SECONDS + 60))
-until grep -q "; 4 assigned now" "$work/kill-3.err"; do
-  ((SECONDS < deadline)) || fail "run 3 did not get the 4 partitions within 60 s"
-  sleep 0.2
-done
+wait_assigned kill-3 4
 replayed=$(grep -c "go into the windows again without being forwarded" "$work/kill-3.err" || true)
 ((replayed == 4)) || fail "run 3 read $replayed of 4 partitions again up to their committed offsets"
 produce in-kill -K'|' <"$work/chunk3"
@@ -213,16 +214,11 @@ fw2=$forwarded
 # 0, started at its restored position, has no lag series until something is committed.)
 sleep 1
 wait_metric 'sketchd_kafka_consumer_lag_messages{topic="in-idle",partition="1"}' -eq 0 60
-kill -KILL "$daemon_pid"
-wait "$daemon_pid" 2>/dev/null || true
+kill_daemon
 log "run 2 killed after forwarding and committing chunk 2 on partition 1 ($fw2 first-seen)"
 
 start_daemon "$work/idle.yaml" idle-3
-deadline=$((SECONDS + 60))
-until grep -q "; 2 assigned now" "$work/idle-3.err"; do
-  ((SECONDS < deadline)) || fail "run 3 did not get the 2 partitions within 60 s"
-  sleep 0.2
-done
+wait_assigned idle-3 2
 check_log "$work/idle-3.err" "partition in-idle \\[1\\] starts at offset 0 \\(restored state\\); the $chunk message\\(s\\) before"
 produce in-idle -K'|' -p 1 <"$work/chunk3"
 wait_metric 'sketchd_pipeline_items_total{pipeline="orders"}' -eq $((2 * chunk)) 60
@@ -232,4 +228,43 @@ fw3=$(value 'sketchd_dedup_forwarded_total{pipeline="orders"}')
 stop_process "$daemon_pid" 10 || fail "sketchd did not stop within 10 s of SIGTERM"
 check_output idle 0 $((fw1 + fw2 + fw3))
 log "kill -9, partition 1 without messages at the snapshot: run 3 read chunk 2 again and forwarded $fw3 of chunk 3"
+
+# --- 4. kill -9 before the commit: what was forwarded is read back from the output --------
+# Run 2 forwards chunk 2 but commits nothing (auto.commit.interval.ms 1 h) and is killed: the
+# group's offsets and the snapshot are both at the end of chunk 1. Run 3 reads chunk 2 again
+# from the commit. Before it does, it reads out-crash back from the positions the snapshot
+# recorded, finds chunk 2's first-seen events by their provenance headers, and does not
+# forward them again. (Without that step, every one of them was forwarded twice.)
+port=$(free_port)
+write_config crash 1h ", auto.commit.interval.ms: 3600000"
+start_daemon "$work/crash.yaml" crash-1
+forward_chunk crash chunk1
+fw1=$forwarded
+stop_daemon
+
+start_daemon "$work/crash.yaml" crash-2
+check_log "$work/crash-2.err" "restored snapshot"
+forward_chunk crash chunk2
+fw2=$forwarded
+kill_daemon
+log "run 2 killed after forwarding chunk 2 ($fw2 first-seen) without committing it"
+
+start_daemon "$work/crash.yaml" crash-3
+check_log "$work/crash-3.err" "output topic out-crash: read back $fw2 message\\(s\\) forwarded since the snapshot in [0-9.]+ s; $fw2 of them came from the restored partitions"
+wait_assigned crash-3 4
+# Nothing of chunk 2 was committed: the partitions start at the snapshot's positions, which
+# are the group's offsets.
+! grep -q "go into the windows again" "$work/crash-3.err" || fail "run 2 committed part of chunk 2"
+wait_metric 'sketchd_pipeline_items_total{pipeline="orders"}' -eq "$chunk" 60
+sleep 1
+scrape
+[[ $(value 'sketchd_dedup_forwarded_total{pipeline="orders"}') == 0 ]] || fail "run 3 forwarded chunk 2 again: $(value 'sketchd_dedup_forwarded_total{pipeline="orders"}') event(s)"
+produce in-crash -K'|' <"$work/chunk3"
+wait_metric 'sketchd_pipeline_items_total{pipeline="orders"}' -eq $((2 * chunk)) 60
+fw3=$(value 'sketchd_dedup_first_seen_total{pipeline="orders"}')
+fw3=$((fw3 - fw2))
+wait_metric 'sketchd_dedup_forwarded_total{pipeline="orders"}' -eq "$fw3" 30
+stop_daemon
+check_output crash 0 $((fw1 + fw2 + fw3))
+log "kill -9 before the commit: run 3 read back the $fw2 events run 2 forwarded and forwarded $fw3 of chunk 3"
 log "PASS"

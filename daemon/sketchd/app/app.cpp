@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <csignal>
 
+#include "sketchd/app/crash_replay.h"
 #include "sketchd/app/preflight.h"
 #include "sketchd/app/wall_clock.h"
 #include "sketchd/kafka/property_policy.h"
@@ -99,6 +100,8 @@ void app::start_processor() {
     }
   }
   proc_->restore_positions(positions, restored_.snapshot_ms);
+  // Crashes: the snapshots record where the outputs end (docs/SEMANTICS.md).
+  if (store_) proc_->learn_output_ends();
 }
 
 void app::register_metrics() {
@@ -122,6 +125,9 @@ void app::start_http() {
 }
 
 void app::start_source() {
+  // Crashes: what was forwarded after the restored snapshot is read back before any input
+  // (docs/SEMANTICS.md). HTTP answers meanwhile; /readyz says "starting".
+  if (store_) replay_outputs(cfg_, bootstrap_, restored_, topics_, *proc_, kReplayTimeout);
   kafka::source_options so;
   so.bootstrap_servers = bootstrap_;
   so.group_id = cfg_.kafka.group_id;

@@ -84,6 +84,10 @@ class app {
   void final_delivery(std::chrono::milliseconds wait);
   [[nodiscard]] bool stopping() const noexcept { return stop_ != nullptr && stop_->load(); }
 
+  // At the start, with a snapshot: how long reading back each output topic may take
+  // (crash_replay.h).
+  static constexpr std::chrono::seconds kReplayTimeout{60};
+
   const config& cfg_;
   std::optional<state::store> store_;
   std::vector<std::unique_ptr<pipeline>> pipelines_;

@@ -165,7 +165,7 @@ std::optional<restored_state> restore(const config& cfg, state::store& store,
     // items before those positions (sketchd_cms_window_incomplete_seconds).
     if (!outcome.kept.count(p->name())) p->partitions_taken_over();
   }
-  restored_state out{snap->offsets, snap->created_ms};
+  restored_state out{snap->offsets, snap->created_ms, snap->outputs};
   const std::int64_t created_ms = std::max<std::int64_t>(snap->created_ms, 0);
   log->info(
       "restored snapshot {} of {} ({} pipeline(s), {} partition position(s))", store.path(),
@@ -265,6 +265,8 @@ bool snapshotter::take(std::chrono::milliseconds wait, bool stoppable) {
     snap.created_ms = wall_ms();
     for (const auto& o : proc_.positions())
       snap.offsets.push_back({topics_[o.topic_index], o.partition, o.next_offset});
+    for (const auto& [topic, partition, next] : proc_.output_ends())
+      snap.outputs.push_back({topic, partition, next});
     for (const auto& p : pipelines_) snap.pipelines.emplace_back(p->name(), p->save_state());
     const auto written = store_.write(snap);
     const double seconds =

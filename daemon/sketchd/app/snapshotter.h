@@ -36,6 +36,7 @@ namespace sketchd::app {
 struct restored_state {
   std::vector<state::partition_offset> positions;
   std::int64_t snapshot_ms = 0;
+  std::vector<state::partition_offset> outputs;  // the output positions (state::snapshot)
 };
 
 // Restores `pipelines` and the input positions from the snapshot of `store`, if there is

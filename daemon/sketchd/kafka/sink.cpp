@@ -93,6 +93,7 @@ struct sink::callbacks {
   static void delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
     auto* self = static_cast<sink*>(opaque);
     const auto id = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(m->_private));
+    if (!m->err && m->offset >= 0) self->delivered_at(m->rkt, m->partition, m->offset);
     self->on_delivery_(id, to_error_code(m->err), m->err ? rd_kafka_err2str(m->err) : "");
   }
 
@@ -164,14 +165,118 @@ sink::sink(const sink_options& options, delivery_function on_delivery)
     }
     topics_.push_back(rkt);
   }
+  delivered_.resize(topics_.size());
+  learnt_.resize(topics_.size());
 }
 
 sink::~sink() {
+  if (learner_.joinable()) {
+    {
+      std::lock_guard lock(learn_mutex_);
+      learn_stop_ = true;
+    }
+    learn_wake_.notify_all();
+    learner_.join();
+  }
   for (rd_kafka_topic_t* rkt : topics_) rd_kafka_topic_destroy(rkt);
   topics_.clear();
   // Messages still queued are abandoned by rd_kafka_destroy(): the owner flushes first,
   // and offsets of messages without a delivery report were never stored.
   producer_.reset();
+}
+
+void sink::delivered_at(rd_kafka_topic_t* topic, std::int32_t partition, std::int64_t offset) {
+  const auto it = std::find(topics_.begin(), topics_.end(), topic);
+  if (it == topics_.end() || partition < 0) return;
+  std::vector<std::int64_t>& ends = delivered_[static_cast<std::size_t>(it - topics_.begin())];
+  const auto p = static_cast<std::size_t>(partition);
+  if (p >= ends.size()) ends.resize(p + 1, -1);
+  ends[p] = std::max(ends[p], offset + 1);
+}
+
+void sink::learn_ends() {
+  if (learner_.joinable()) return;
+  learner_ = std::thread([this] { learn_loop(); });
+}
+
+void sink::learn_loop() {
+  for (bool warned = false;;) {
+    if (learn_round()) return;
+    if (!warned) {
+      log()->warn(
+          "cannot learn yet where every output partition ends; trying again every 5 s (until "
+          "then, a snapshot leaves those partitions out, and a restart after a crash may "
+          "forward again what was forwarded to them after it)");
+      warned = true;
+    }
+    std::unique_lock lock(learn_mutex_);
+    if (learn_wake_.wait_for(lock, std::chrono::seconds(5), [this] { return learn_stop_; })) return;
+  }
+}
+
+bool sink::learn_round() {
+  // Short requests, so that a stop never waits long; the next round tries again.
+  constexpr int kTimeoutMs = 1000;
+  const auto stopping = [this] {
+    std::lock_guard lock(learn_mutex_);
+    return learn_stop_;
+  };
+  bool all = true;
+  for (std::size_t i = 0; i < topics_.size(); ++i) {
+    if (stopping()) return true;
+    const std::string& name = options_.topics[i];
+    const rd_kafka_metadata_t* md = nullptr;
+    const rd_kafka_resp_err_t err =
+        rd_kafka_metadata(producer_.get(), 0, topics_[i], &md, kTimeoutMs);
+    const std::unique_ptr<const rd_kafka_metadata_t, void (*)(const rd_kafka_metadata_t*)> owned(
+        md, [](const rd_kafka_metadata_t* m) {
+          if (m) rd_kafka_metadata_destroy(m);
+        });
+    if (err || md->topic_cnt != 1 || md->topics[0].err || md->topics[0].partition_cnt == 0) {
+      log()->debug("cannot learn the partitions of output topic {} yet: {}", name,
+                   rd_kafka_err2str(err                  ? err
+                                    : md->topic_cnt == 1 ? md->topics[0].err
+                                                         : err));
+      all = false;
+      continue;
+    }
+    for (int j = 0; j < md->topics[0].partition_cnt; ++j) {
+      if (stopping()) return true;
+      const auto p = static_cast<std::size_t>(md->topics[0].partitions[j].id);
+      {
+        std::lock_guard lock(learn_mutex_);
+        if (p < learnt_[i].size() && learnt_[i][p] >= 0) continue;
+      }
+      std::int64_t low = -1;
+      std::int64_t high = -1;
+      const rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
+          producer_.get(), name.c_str(), static_cast<std::int32_t>(p), &low, &high, kTimeoutMs);
+      if (e || high < 0) {
+        log()->debug("cannot learn where output topic {} partition {} ends yet: {}", name, p,
+                     rd_kafka_err2str(e));
+        all = false;
+        continue;
+      }
+      std::lock_guard lock(learn_mutex_);
+      if (p >= learnt_[i].size()) learnt_[i].resize(p + 1, -1);
+      learnt_[i][p] = high;
+    }
+  }
+  return all;
+}
+
+std::vector<sink::output_end> sink::ends() const {
+  std::vector<output_end> out;
+  std::lock_guard lock(learn_mutex_);
+  for (std::size_t i = 0; i < topics_.size(); ++i) {
+    const std::size_t n = std::max(delivered_[i].size(), learnt_[i].size());
+    for (std::size_t p = 0; p < n; ++p) {
+      const std::int64_t d = p < delivered_[i].size() ? delivered_[i][p] : -1;
+      const std::int64_t l = p < learnt_[i].size() ? learnt_[i][p] : -1;
+      if (std::max(d, l) >= 0) out.push_back({i, static_cast<std::int32_t>(p), std::max(d, l)});
+    }
+  }
+  return out;
 }
 
 std::size_t sink::topic_index(std::string_view topic) const {

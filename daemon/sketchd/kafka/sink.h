@@ -22,6 +22,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -30,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "sketchd/kafka/error.h"
@@ -92,6 +94,22 @@ class sink {
   // elapses; true when nothing is left in flight.
   [[nodiscard]] bool flush(std::chrono::milliseconds timeout);
 
+  // Output positions, for a snapshot (docs/SEMANTICS.md, "Crashes"). learn_ends() starts a
+  // thread of the sink that asks the cluster where every partition of every output topic
+  // ends (its high watermark), trying again every 5 s until it knows them all (a warning
+  // says so once). ends() is, per partition, the later of the end learnt and the offset
+  // after the last message this sink delivered there (from the delivery reports): once
+  // nothing is in flight, every message produced from then on lands at or after it.
+  // Partitions with no end known yet are left out. Both are the owner's; the thread stops
+  // with the sink (within a second).
+  void learn_ends();
+  struct output_end {
+    std::size_t topic = 0;  // index, as topic_index()
+    std::int32_t partition = 0;
+    std::int64_t next_offset = 0;
+  };
+  [[nodiscard]] std::vector<output_end> ends() const;
+
   // Messages queued or in flight, not yet reported.
   [[nodiscard]] std::size_t in_flight() const;
   // Set when librdkafka reported a fatal error (an idempotent producer can hit one, e.g.
@@ -100,6 +118,8 @@ class sink {
 
  private:
   struct callbacks;
+  // A delivery report's message landed at `offset` (ends()).
+  void delivered_at(rd_kafka_topic_s* topic, std::int32_t partition, std::int64_t offset);
   [[nodiscard]] error_code produce_with_headers(std::size_t topic, const void* key,
                                                 std::size_t key_size, const void* value,
                                                 std::size_t value_size, std::int64_t timestamp_ms,
@@ -110,6 +130,17 @@ class sink {
   delivery_function on_delivery_;
   std::unique_ptr<rd_kafka_s, void (*)(rd_kafka_s*)> producer_;
   std::vector<rd_kafka_topic_s*> topics_;
+  // learn_ends()' thread: one round over every output partition not learnt yet; true when
+  // every one is known (or a stop is asked).
+  void learn_loop();
+  [[nodiscard]] bool learn_round();
+  // Per topic index, per partition: after the last delivery there, or -1 (ends()).
+  std::vector<std::vector<std::int64_t>> delivered_;
+  mutable std::mutex learn_mutex_;  // guards learnt_ and learn_stop_
+  std::condition_variable learn_wake_;
+  std::vector<std::vector<std::int64_t>> learnt_;  // the ends learnt, or -1
+  bool learn_stop_ = false;
+  std::thread learner_;
   mutable std::mutex mutex_;  // guards fatal_
   std::optional<std::string> fatal_;
 };

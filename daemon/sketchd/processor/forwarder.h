@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sketchd/kafka/error.h"
 #include "sketchd/kafka/source.h"
@@ -61,6 +62,20 @@ class forwarder {
   // Serves delivery reports until nothing is in flight or `timeout` elapses; true when
   // nothing is left in flight.
   [[nodiscard]] virtual bool flush(std::chrono::milliseconds timeout) = 0;
+
+  // Where the output topics end, for a snapshot (see kafka::sink::ends()): per output
+  // partition, an offset at or before which whatever is produced from now on lands, once
+  // nothing is in flight. learn_ends() has the cluster asked, in the background, for the
+  // partitions this forwarder has not produced to yet. A forwarder that cannot tell
+  // answers none (a restart after a crash then forwards again what was forwarded since the
+  // snapshot, as without them).
+  struct output_end {
+    std::size_t topic = 0;  // as topic_index()
+    std::int32_t partition = 0;
+    std::int64_t next_offset = 0;
+  };
+  virtual void learn_ends() {}
+  [[nodiscard]] virtual std::vector<output_end> ends() const { return {}; }
 
   // Messages queued and not yet reported.
   [[nodiscard]] virtual std::size_t in_flight() const = 0;

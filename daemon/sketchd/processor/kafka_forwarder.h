@@ -40,6 +40,12 @@ class kafka_forwarder final : public forwarder {
   [[nodiscard]] bool flush(std::chrono::milliseconds timeout) override {
     return sink_.flush(timeout);
   }
+  void learn_ends() override { sink_.learn_ends(); }
+  [[nodiscard]] std::vector<output_end> ends() const override {
+    std::vector<output_end> out;
+    for (const auto& e : sink_.ends()) out.push_back({e.topic, e.partition, e.next_offset});
+    return out;
+  }
   [[nodiscard]] std::size_t in_flight() const override { return sink_.in_flight(); }
   [[nodiscard]] std::optional<std::string> fatal_error() const override {
     return sink_.fatal_error();

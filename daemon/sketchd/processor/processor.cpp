@@ -45,6 +45,7 @@ processor::processor(const config& cfg, std::vector<pipeline*> pipelines,
   inputs_.resize(n);
   verdicts_.resize(n);
   cursors_.assign(n, 0);
+  done_before_.assign(n, 0);
   heavy_events_.resize(n);
   heavy_events_dropped_.resize(n);
   heavy_log_.resize(n);
@@ -136,13 +137,19 @@ void processor::forward_message(const kafka::record& r) {
   const auto& targets = topic_routes_[r.topic_index];
   std::uint32_t outputs = 0;
   const bool replayed = positions_.replaying(r.topic_index, r.partition, r.offset);
+  const bool restoring = !forwarded_before_.empty();
   for (std::size_t i : targets) {
-    if (replayed) break;
+    if (replayed && !restoring) break;
     const verdict v = verdicts_[i][cursors_[i]];
-    if ((v == verdict::first_seen && outputs_[i].first_seen) ||
-        (v == verdict::duplicate && outputs_[i].duplicate)) {
-      ++outputs;
-    } else if (v == verdict::skipped && !failure_example_[i].set) {
+    std::optional<std::size_t> route_index;
+    if (v == verdict::first_seen) route_index = outputs_[i].first_seen;
+    if (v == verdict::duplicate) route_index = outputs_[i].duplicate;
+    if (route_index) {
+      // Forwarded before a crash (found at the restore): not again.
+      done_before_[i] = restoring && forwarded_before_.take(routes_[*route_index].topic,
+                                                            r.topic_index, r.partition, r.offset);
+      if (!replayed && !done_before_[i]) ++outputs;
+    } else if (!replayed && v == verdict::skipped && !failure_example_[i].set) {
       failure_example_[i] = {true, r.topic_index, r.partition, r.offset};
     }
   }
@@ -154,7 +161,7 @@ void processor::forward_message(const kafka::record& r) {
     // consumption stops, and the messages after the failed one are read again after a
     // restart, so forwarding them now would deliver them twice and put them before it.
     // Their tickets stay unreported, so their offsets are never stored.
-    if (outputs == 0 || failed() || abandoned_) continue;
+    if (outputs == 0 || failed() || abandoned_ || done_before_[i]) continue;
     std::optional<std::size_t> route_index;
     if (v == verdict::first_seen) route_index = outputs_[i].first_seen;
     if (v == verdict::duplicate) route_index = outputs_[i].duplicate;
@@ -291,6 +298,9 @@ void processor::assigned(const kafka::topic_partition& tp, std::optional<std::in
       taken_over(tp);
     }
   }
+  // Read from the group's committed offset, by a member that may have forwarded its
+  // messages since: what this instance found it had forwarded is no longer known to be all.
+  if (!start) forwarded_before_.forget(tp.topic_index, tp.partition);
   tracker_.reset(tp.topic_index, tp.partition);
 }
 
@@ -322,6 +332,7 @@ std::chrono::milliseconds processor::longest_window(std::size_t topic_index) con
 void processor::revoked(std::span<const kafka::topic_partition> partitions) {
   for (const auto& tp : partitions) {
     to_fill_.erase({tp.topic_index, tp.partition});
+    forwarded_before_.forget(tp.topic_index, tp.partition);
     positions_.revoked(tp);
     tracker_.reset(tp.topic_index, tp.partition);
   }
@@ -340,6 +351,7 @@ bool processor::start_behind_commit(const kafka::topic_partition& tp, std::int64
         topic, tp.partition, committed, start, positions_.snapshot_age(now).count() / 1000);
     // The windows have expired since: they miss this partition's recent items.
     taken_over(tp);
+    forwarded_before_.forget_before(tp.topic_index, tp.partition, committed);
     return false;
   }
   module_logger("kafka")->info(
@@ -348,6 +360,35 @@ bool processor::start_behind_commit(const kafka::topic_partition& tp, std::int64
       "(their outputs were delivered, by this instance before it stopped or by another member)",
       topic, tp.partition, start, committed - start, committed);
   return true;
+}
+
+std::vector<std::tuple<std::string, std::int32_t, std::int64_t>> processor::output_ends() const {
+  std::vector<std::tuple<std::string, std::int32_t, std::int64_t>> out;
+  if (!out_) return out;
+  for (const auto& e : out_->ends()) {
+    const auto it = std::find_if(routes_.begin(), routes_.end(),
+                                 [&](const route& r) { return r.topic == e.topic; });
+    if (it != routes_.end()) out.emplace_back(it->topic_name, e.partition, e.next_offset);
+  }
+  return out;
+}
+
+std::vector<std::string> processor::replayable_outputs() const {
+  std::vector<std::string> out;
+  for (const route& r : routes_) {
+    if (r.kind == output_kind::alert) continue;
+    const auto writers = std::count_if(routes_.begin(), routes_.end(),
+                                       [&](const route& o) { return o.topic == r.topic; });
+    if (writers == 1) out.push_back(r.topic_name);
+  }
+  return out;
+}
+
+void processor::forwarded_before(std::string_view output, const kafka::topic_partition& tp,
+                                 std::int64_t offset) {
+  const auto it = std::find_if(routes_.begin(), routes_.end(),
+                               [&](const route& r) { return r.topic_name == output; });
+  if (it != routes_.end()) forwarded_before_.add(it->topic, tp.topic_index, tp.partition, offset);
 }
 
 bool processor::quiescent() const {

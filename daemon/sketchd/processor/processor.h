@@ -29,6 +29,8 @@
 #include <set>
 #include <span>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "sketchd/config/config.h"
@@ -36,6 +38,7 @@
 #include "sketchd/kafka/source.h"
 #include "sketchd/metrics/metrics.h"
 #include "sketchd/pipeline/pipeline.h"
+#include "sketchd/processor/forwarded_outputs.h"
 #include "sketchd/processor/forwarder.h"
 #include "sketchd/processor/partition_positions.h"
 #include "sketchd/util/rate_limit.h"
@@ -107,6 +110,31 @@ class processor {
   // processed, so that a snapshot written before then holds it.
   void start_known(const kafka::topic_partition& tp, std::int64_t start) {
     positions_.start_known(tp, start);
+  }
+
+  // Crashes (docs/SEMANTICS.md): the output positions a snapshot records, and what a
+  // restart finds forwarded after them.
+  //   - learn_output_ends(): the forwarder learns where the output topics end (in the
+  //     background, from the start on);
+  //   - output_ends(): per output partition, where whatever is forwarded from now on lands
+  //     at the earliest, once quiescent(): (topic, partition, offset);
+  //   - replayable_outputs(): the output topics whose copies can be told apart: a dedup
+  //     output (first-seen events or duplicates) of one pipeline only (a topic two routes
+  //     write cannot say whose copy it holds, and alert events carry no provenance);
+  //   - forwarded_before(): a copy of input message (tp, offset) was found in output topic
+  //     `output` (one of replayable_outputs()): when the message is read, that output is not
+  //     forwarded again. What is left of a partition is dropped when it is revoked or
+  //     assigned without its restored position.
+  void learn_output_ends() {
+    if (out_) out_->learn_ends();
+  }
+  [[nodiscard]] std::vector<std::tuple<std::string, std::int32_t, std::int64_t>> output_ends()
+      const;
+  [[nodiscard]] std::vector<std::string> replayable_outputs() const;
+  void forwarded_before(std::string_view output, const kafka::topic_partition& tp,
+                        std::int64_t offset);
+  [[nodiscard]] std::uint64_t forwarded_before_left() const noexcept {
+    return forwarded_before_.size();
   }
 
   // Every output acknowledged and no failure: the pipelines' state reflects exactly the
@@ -210,6 +238,9 @@ class processor {
   std::unique_ptr<forwarder> out_;
   kafka::offset_tracker tracker_;
   partition_positions positions_;
+  forwarded_outputs forwarded_before_;
+  // forward_message(): per pipeline, its output of the message was forwarded before a crash.
+  std::vector<char> done_before_;
   // Per pipeline, reused for every batch (sized for kafka.batch_size at construction): the
   // messages routed to it, its verdicts, and the next verdict to read.
   std::vector<std::vector<pipeline_input>> inputs_;

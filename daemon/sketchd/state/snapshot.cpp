@@ -55,8 +55,9 @@ void make_directory_again(const std::string& dir) {
 
 // The payload's length, known before any of it is written so the header can go first.
 std::uint64_t payload_length(const snapshot& s) {
-  std::uint64_t n = 8 + 4 + 4;  // created_ms, P, Q
+  std::uint64_t n = 8 + 4 + 4 + 4;  // created_ms, P, R, Q
   for (const auto& o : s.offsets) n += 8 + o.topic.size() + 4 + 8;
+  for (const auto& o : s.outputs) n += 8 + o.topic.size() + 4 + 8;
   for (const auto& [name, state] : s.pipelines) n += 8 + name.size() + 8 + state.size();
   return n;
 }
@@ -84,12 +85,14 @@ std::uint64_t emit(const snapshot& s, Put&& put) {
   w.u32(kFormatVersion);
   w.u64(payload_length(s));
   w.i64(s.created_ms);
-  w.u32(static_cast<std::uint32_t>(s.offsets.size()));
-  for (const auto& o : s.offsets) {
-    w.bytes(o.topic);
-    w.i32(o.partition);
-    w.i64(o.next_offset);
-    if (small.size() >= kSmallFields) flush();
+  for (const auto* list : {&s.offsets, &s.outputs}) {
+    w.u32(static_cast<std::uint32_t>(list->size()));
+    for (const auto& o : *list) {
+      w.bytes(o.topic);
+      w.i32(o.partition);
+      w.i64(o.next_offset);
+      if (small.size() >= kSmallFields) flush();
+    }
   }
   w.u32(static_cast<std::uint32_t>(s.pipelines.size()));
   for (const auto& [name, state] : s.pipelines) {
@@ -163,8 +166,9 @@ snapshot parse(Get&& get, std::uint64_t size, const std::string& name,
   std::uint64_t length = 0;
   std::memcpy(&version, header + 8, sizeof version);
   std::memcpy(&length, header + 12, sizeof length);
-  if (version != kFormatVersion) {
-    fail(fmt::format("format version {}, this sketchd reads version {}", version, kFormatVersion));
+  if (version < kOldestFormatVersion || version > kFormatVersion) {
+    fail(fmt::format("format version {}, this sketchd reads versions {} to {}", version,
+                     kOldestFormatVersion, kFormatVersion));
   }
   if (length != size - kHeaderSize - kTrailerSize) {
     fail(fmt::format("truncated or corrupt: the header announces {} bytes of data, the file has {}",
@@ -205,15 +209,19 @@ snapshot parse(Get&& get, std::uint64_t size, const std::string& name,
   };
   snapshot s;
   s.created_ms = pod(std::int64_t{});
-  const auto offsets = pod(std::uint32_t{});
-  for (std::uint32_t i = 0; i < offsets; ++i) {
-    partition_offset o;
-    o.topic = bytes(UINT64_MAX);
-    o.partition = pod(std::int32_t{});
-    o.next_offset = pod(std::int64_t{});
-    if (o.partition < 0 || o.next_offset < 0) fail("corrupt: a negative partition or offset");
-    s.offsets.push_back(std::move(o));
-  }
+  const auto positions = [&](std::vector<partition_offset>& to) {
+    const auto count = pod(std::uint32_t{});
+    for (std::uint32_t i = 0; i < count; ++i) {
+      partition_offset o;
+      o.topic = bytes(UINT64_MAX);
+      o.partition = pod(std::int32_t{});
+      o.next_offset = pod(std::int64_t{});
+      if (o.partition < 0 || o.next_offset < 0) fail("corrupt: a negative partition or offset");
+      to.push_back(std::move(o));
+    }
+  };
+  positions(s.offsets);
+  if (version >= 2) positions(s.outputs);
   const auto pipelines = pod(std::uint32_t{});
   for (std::uint32_t i = 0; i < pipelines; ++i) {
     std::string pipeline_name = bytes(UINT64_MAX);

@@ -11,6 +11,8 @@
 //       20     L  payload:
 //                   i64 created_ms (wall clock when written)
 //                   u32 P, then P × { u64 n, n bytes topic; i32 partition; i64 next_offset }
+//                   u32 R, then R × { u64 n, n bytes topic; i32 partition; i64 next_offset }
+//                       (version 2: the output positions; absent from version 1)
 //                   u32 Q, then Q × { u64 n, n bytes pipeline name; u64 m, m bytes state }
 //                       (state: pipeline::save_state(), which carries its own parameters)
 //   20 + L     8  XXH3-64 of bytes [0, 20 + L)
@@ -37,7 +39,9 @@
 
 namespace sketchd::state {
 
-inline constexpr std::uint32_t kFormatVersion = 1;
+// Written as version 2; version 1 (without the output positions) is read too.
+inline constexpr std::uint32_t kFormatVersion = 2;
+inline constexpr std::uint32_t kOldestFormatVersion = 1;
 
 struct partition_offset {
   std::string topic;
@@ -49,6 +53,12 @@ struct partition_offset {
 struct snapshot {
   std::int64_t created_ms = 0;
   std::vector<partition_offset> offsets;
+  // Where the forwarded outputs' topics ended when the snapshot was taken (every output of
+  // the messages before `offsets` delivered): per output partition, an offset at or before
+  // the first output forwarded after the snapshot. A restore reads the outputs from there
+  // (kafka/output_replay.h), so that nothing forwarded between this snapshot and a crash is
+  // forwarded again. Empty for a version 1 file, or when no end was known.
+  std::vector<partition_offset> outputs;
   std::vector<std::pair<std::string, std::string>> pipelines;  // name, pipeline::save_state()
 };
 
