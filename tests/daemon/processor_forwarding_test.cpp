@@ -394,20 +394,23 @@ TEST(ProcessorForwarding, OutputsForwardedBeforeACrashAreNotForwardedAgain) {
   EXPECT_EQ(f.pipes[0]->counters().first_seen, 3u);  // the items are in the windows
 }
 
-// What was found of a partition that is assigned elsewhere first is dropped: the member that
-// read it from the group's commit may have forwarded its messages since.
-TEST(ProcessorForwarding, OutputsForwardedBeforeACrashAreForgottenWithoutTheRestoredStart) {
+// A copy found is delivered, whoever reads its message next: what was found of a partition
+// assigned without its restored start (one this instance got after the snapshot) is kept
+// from where its reading starts, and dropped when the partition is revoked.
+TEST(ProcessorForwarding, OutputsForwardedBeforeACrashAreKeptFromWhereTheReadingStarts) {
   fixture f;
   const kafka::topic_partition tp{0, 2};
+  f.proc->forwarded_before("unique", tp, 99);
   f.proc->forwarded_before("unique", tp, 100);
   f.proc->forwarded_before("unique", {0, 3}, 7);
   f.proc->assigned(tp, std::nullopt);
-  EXPECT_EQ(f.proc->forwarded_before_left(), 1u);
+  f.proc->start_known(tp, 100);  // the group's commit
+  EXPECT_EQ(f.proc->forwarded_before_left(), 2u);
+  (void)f.process(2, 100, {"a", "b"});
+  EXPECT_EQ(f.out->offsets("unique"), (std::vector<std::int64_t>{101}));
   const kafka::topic_partition revoked[] = {{0, 3}};
   f.proc->revoked(revoked);
   EXPECT_EQ(f.proc->forwarded_before_left(), 0u);
-  (void)f.process(2, 100, {"a"});
-  EXPECT_EQ(f.out->offsets("unique"), (std::vector<std::int64_t>{100}));
 }
 
 // Two pipelines writing one topic cannot tell whose copy it holds: not replayed.

@@ -34,14 +34,16 @@ void replay_topic(const config& cfg, const std::string& bootstrap_servers, const
   const auto start = std::chrono::steady_clock::now();
   const kafka::replay_result result = kafka::replay_output(
       options,
-      [&](std::string_view t, std::int32_t partition) {
-        return inputs.contains({std::string(t), partition});
+      [&](std::string_view t, std::int32_t) {
+        return std::find(topics.begin(), topics.end(), t) != topics.end();
       },
       [&](const kafka::replayed_message& m) {
+        // A restored partition is read again from its position; one assigned to this
+        // instance after the snapshot, from the group's commit (processor::start_known()
+        // drops what is before it).
         const auto restored = inputs.find({std::string(m.source.topic), m.source.partition});
-        if (restored == inputs.end() || m.source.offset < restored->second) return;
+        if (restored != inputs.end() && m.source.offset < restored->second) return;
         const auto index = std::find(topics.begin(), topics.end(), m.source.topic);
-        if (index == topics.end()) return;
         proc.forwarded_before(
             topic, {static_cast<std::size_t>(index - topics.begin()), m.source.partition},
             m.source.offset);
@@ -51,7 +53,7 @@ void replay_topic(const config& cfg, const std::string& bootstrap_servers, const
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   log->info(
       "output topic {}: read back {} message(s) forwarded since the snapshot in {:.2f} s; {} of "
-      "them came from the restored partitions after their positions, and are not forwarded again",
+      "them came from this instance's input after the snapshot, and are not forwarded again",
       topic, result.read, seconds, found);
   std::uint64_t skipped = 0;
   for (std::uint64_t n : result.skipped) skipped += n;

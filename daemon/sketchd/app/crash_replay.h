@@ -19,8 +19,8 @@ namespace sketchd::app {
 
 // Reads back, for every output topic of `proc` whose copies can be told apart
 // (processor::replayable_outputs()), what was forwarded since the snapshot of `restored`
-// from the restored input partitions at or after their positions, within `timeout` per
-// topic; logs what it found, and what it could not read. Never throws: an output that
+// from `topics` (from a restored partition, at or after its position), within `timeout`
+// per topic; logs what it found, and what it could not read. Never throws: an output that
 // cannot be read back is forwarded again, as it would have been without this step.
 void replay_outputs(const config& cfg, const std::string& bootstrap_servers,
                     const restored_state& restored, const std::vector<std::string>& topics,

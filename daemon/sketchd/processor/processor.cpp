@@ -298,9 +298,6 @@ void processor::assigned(const kafka::topic_partition& tp, std::optional<std::in
       taken_over(tp);
     }
   }
-  // Read from the group's committed offset, by a member that may have forwarded its
-  // messages since: what this instance found it had forwarded is no longer known to be all.
-  if (!start) forwarded_before_.forget(tp.topic_index, tp.partition);
   tracker_.reset(tp.topic_index, tp.partition);
 }
 

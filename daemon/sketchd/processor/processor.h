@@ -110,6 +110,8 @@ class processor {
   // processed, so that a snapshot written before then holds it.
   void start_known(const kafka::topic_partition& tp, std::int64_t start) {
     positions_.start_known(tp, start);
+    // Nothing before it is forwarded here (read again, if at all, into the windows only).
+    forwarded_before_.forget_before(tp.topic_index, tp.partition, start);
   }
 
   // Crashes (docs/SEMANTICS.md): the output positions a snapshot records, and what a
@@ -123,8 +125,8 @@ class processor {
   //     write cannot say whose copy it holds, and alert events carry no provenance);
   //   - forwarded_before(): a copy of input message (tp, offset) was found in output topic
   //     `output` (one of replayable_outputs()): when the message is read, that output is not
-  //     forwarded again. What is left of a partition is dropped when it is revoked or
-  //     assigned without its restored position.
+  //     forwarded again, whoever reads the message next. What is left of a partition is
+  //     dropped when it is revoked, and below the offset its reading starts at.
   void learn_output_ends() {
     if (out_) out_->learn_ends();
   }
