@@ -43,6 +43,8 @@ class fake_forwarder final : public forwarder {
   // flush() acknowledges every message still in flight, as brokers that answer would.
   bool flush_acknowledges = false;
   std::optional<std::string> fatal;
+  // What ends() answers.
+  std::vector<output_end> output_ends;
 
   // Message i's delivery report, served at the next poll() or flush().
   void report(std::size_t i, kafka::error_code err = kafka::error_code::no_error,
@@ -100,6 +102,7 @@ class fake_forwarder final : public forwarder {
            ready_.size();
   }
   [[nodiscard]] std::optional<std::string> fatal_error() const override { return fatal; }
+  [[nodiscard]] std::vector<output_end> ends() const override { return output_ends; }
 
  private:
   struct ready_report {

@@ -164,6 +164,58 @@ TEST(Source, ReadsEveryMessageOnceInBatchesAndCommitsItsStoredOffsetsAtClose) {
   EXPECT_EQ(committed(cluster, "alone"), high_watermarks(cluster));
 }
 
+// Commits: sketchd's own, every auto.commit.interval.ms, each offset with the metadata the
+// on_commit hook gives it (the outputs' positions, in the daemon); a member assigned a
+// partition later is told that metadata (on_taken_over), before any message of it is read.
+TEST(SourceCommit, EachCommitCarriesItsMetadataAndTheNextOwnerIsToldIt) {
+  mock_cluster cluster;
+  cluster.create_topic("events", kPartitions);
+  produce_all(cluster, "events");
+  const std::vector<std::int64_t> ends = high_watermarks(cluster);
+  source_options o = options_for(cluster, "meta");
+  o.properties["auto.commit.interval.ms"] = "200";
+  const auto metadata_of = [](std::int32_t partition, std::int64_t offset) {
+    return fmt::format("positions of {} at {}", partition, offset);
+  };
+  {
+    member m(o);
+    int hooks = 0;
+    m.src.on_commit([&](std::span<commit_offset> offsets) {
+      ++hooks;
+      // Partition 3's commits carry none.
+      for (commit_offset& c : offsets)
+        if (c.partition != 3) c.metadata = metadata_of(c.partition, c.next_offset);
+    });
+    // Committed in the background, before the close: every partition at its end.
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (committed(cluster, "meta") != ends && std::chrono::steady_clock::now() < deadline) {
+      for (int i = 0; i < 20; ++i) m.poll_once();
+    }
+    EXPECT_EQ(committed(cluster, "meta"), ends);
+    EXPECT_GE(hooks, 1);
+    m.src.close();
+  }
+  // A later member: told each partition's committed offset and metadata at its assignment,
+  // before it reads anything.
+  member next(o);
+  std::vector<committed_metadata> told;
+  std::size_t consumed_when_told = 1;
+  next.src.on_taken_over([&](std::span<const committed_metadata> taken) {
+    told.assign(taken.begin(), taken.end());
+    consumed_when_told = next.consumed.size();
+  });
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (told.empty() && std::chrono::steady_clock::now() < deadline) next.poll_once();
+  ASSERT_EQ(told.size(), static_cast<std::size_t>(kPartitions - 1));
+  EXPECT_EQ(consumed_when_told, 0U);
+  for (const committed_metadata& t : told) {
+    EXPECT_NE(t.tp.partition, 3) << "a commit without metadata was told";
+    EXPECT_EQ(t.offset, ends[static_cast<std::size_t>(t.tp.partition)]);
+    EXPECT_EQ(t.metadata, metadata_of(t.tp.partition, t.offset));
+  }
+  next.src.close();
+}
+
 TEST(Source, ARebalanceRunsTheHooksOnTheOwnerAndNothingIsLost) {
   mock_cluster cluster;
   cluster.create_topic("events", kPartitions);

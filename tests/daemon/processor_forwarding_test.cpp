@@ -413,6 +413,36 @@ TEST(ProcessorForwarding, OutputsForwardedBeforeACrashAreKeptFromWhereTheReading
   EXPECT_EQ(f.proc->forwarded_before_left(), 0u);
 }
 
+// Each commit carries where the replayable outputs stood when the messages from its offset on
+// were still to be forwarded (processor/output_checkpoints.h), for whoever takes the
+// partition over after a crash.
+TEST(ProcessorForwarding, EachCommitCarriesWhereTheOutputsStoodBeforeItsMessages) {
+  fixture f;
+  const std::size_t unique = f.out->topic_index("unique");
+  const std::size_t dups = f.out->topic_index("dups");
+  f.out->output_ends = {{unique, 0, 50}, {unique, 1, 40}, {dups, 0, 7}};
+  (void)f.process(0, 0, {"a", "b", "a"});
+  const auto commit = [&](std::int32_t partition, std::int64_t offset) {
+    std::vector<kafka::commit_offset> offsets{{0, partition, offset, {}}};
+    f.proc->commit_metadata(offsets);
+    return offsets[0].metadata;
+  };
+  const std::string first = "sketchd-outputs/1 dups=0:7;unique=0:50,1:40";
+  EXPECT_EQ(commit(0, 3), first);
+  // Two more messages forwarded, the outputs further on; the commit is still at 3 (their
+  // deliveries unacknowledged): it carries the checkpoint before them, not the new one.
+  f.out->output_ends = {{unique, 0, 52}, {unique, 1, 40}, {dups, 0, 7}};
+  (void)f.process(0, 3, {"c", "d"});
+  EXPECT_EQ(commit(0, 3), first);
+  EXPECT_EQ(commit(0, 5), "sketchd-outputs/1 dups=0:7;unique=0:52,1:40");
+  EXPECT_EQ(commit(1, 10), "") << "a partition never read here";
+  // A revoked partition's commit finds where it stood just before the revocation.
+  const kafka::topic_partition revoked[] = {{0, 0}};
+  f.out->output_ends = {{unique, 0, 60}, {unique, 1, 40}, {dups, 0, 9}};
+  f.proc->revoked(revoked);
+  EXPECT_EQ(commit(0, 5), "sketchd-outputs/1 dups=0:9;unique=0:60,1:40");
+}
+
 // Two pipelines writing one topic cannot tell whose copy it holds: not replayed.
 TEST(ProcessorForwarding, AnOutputTopicOfTwoRoutesIsNotReplayable) {
   config c = one_dedup_pipeline();

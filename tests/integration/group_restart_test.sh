@@ -52,23 +52,6 @@ port_b=$(free_port)
 config a "$port_a"
 config b "$port_b"
 
-# forwarded PORT: sketchd_dedup_forwarded_total of the instance on PORT.
-forwarded() {
-  curl -sf --max-time 5 "http://127.0.0.1:$1/metrics" >"$work/m.txt" || fail "cannot scrape port $1"
-  metric_value "$work/m.txt" 'sketchd_dedup_forwarded_total{pipeline="orders"}'
-}
-# wait_total COUNT PORT…: until the instances on PORT… have forwarded COUNT in all.
-wait_total() {
-  local want=$1 deadline=$((SECONDS + 90)) total p
-  shift
-  while ((SECONDS < deadline)); do
-    total=0
-    for p in "$@"; do total=$((total + $(forwarded "$p"))); done
-    ((total >= want)) && return 0
-    sleep 0.3
-  done
-  fail "forwarded $total in all after 90 s, expected $want"
-}
 
 port=$port_a start_daemon "$work/a.yaml" a
 pid_a=$daemon_pid

@@ -399,6 +399,26 @@ print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)
 EOF
 }
 
+# forwarded PORT: sketchd_dedup_forwarded_total of pipeline `orders` of the instance on PORT.
+forwarded() {
+  curl -sf --max-time 5 "http://127.0.0.1:$1/metrics" >"$work/m.txt" || fail "cannot scrape port $1"
+  metric_value "$work/m.txt" 'sketchd_dedup_forwarded_total{pipeline="orders"}'
+}
+
+# wait_total COUNT PORT…: until the instances on PORT… have forwarded COUNT in all (their
+# pipeline `orders`), within 90 s.
+wait_total() {
+  local want=$1 deadline=$((SECONDS + 90)) total p
+  shift
+  while ((SECONDS < deadline)); do
+    total=0
+    for p in "$@"; do total=$((total + $(forwarded "$p"))); done
+    ((total >= want)) && return 0
+    sleep 0.3
+  done
+  fail "forwarded $total in all after 90 s, expected $want"
+}
+
 # wait_assigned NAME COUNT: until the log of start_daemon's NAME says COUNT partitions are
 # assigned, within 90 s (after a kill -9, the group first waits for the dead member's
 # session to expire).

@@ -250,7 +250,7 @@ kill_daemon
 log "run 2 killed after forwarding chunk 2 ($fw2 first-seen) without committing it"
 
 start_daemon "$work/crash.yaml" crash-3
-check_log "$work/crash-3.err" "output topic out-crash: read back $fw2 message\\(s\\) forwarded since the snapshot in [0-9.]+ s; $fw2 of them came from this instance's input after the snapshot"
+check_log "$work/crash-3.err" "output topic out-crash: read back $fw2 message\\(s\\) forwarded since the snapshot in [0-9.]+ s; $fw2 of them came from input this instance reads again"
 wait_assigned crash-3 4
 # Nothing of chunk 2 was committed: the partitions start at the snapshot's positions, which
 # are the group's offsets.

@@ -100,8 +100,9 @@ void app::start_processor() {
     }
   }
   proc_->restore_positions(positions, restored_.snapshot_ms);
-  // Crashes: the snapshots record where the outputs end (docs/SEMANTICS.md).
-  if (store_) proc_->learn_output_ends();
+  // Crashes: the snapshots and the offset commits record where the outputs end
+  // (docs/SEMANTICS.md).
+  proc_->learn_output_ends();
 }
 
 void app::register_metrics() {
@@ -142,6 +143,14 @@ void app::start_source() {
     return start;
   });
   source_->on_assignment([this] { proc_->assignment_begins(); });
+  // Crashes: each commit says where the outputs stood, and whoever takes a partition over
+  // reads back what was forwarded after its commit (docs/SEMANTICS.md).
+  source_->on_commit(
+      [this](std::span<kafka::commit_offset> offsets) { proc_->commit_metadata(offsets); });
+  source_->on_taken_over([this](std::span<const kafka::committed_metadata> taken) {
+    const readiness::long_step step(ready_);
+    replay_after_takeover(cfg_, bootstrap_, taken, topics_, *proc_, kTakeoverReplayTimeout);
+  });
   // Only with snapshots: it asks the group's committed offsets at each assignment.
   if (store_) {
     source_->on_start_known([this](const kafka::topic_partition& tp, std::int64_t start) {

@@ -87,6 +87,8 @@ class app {
   // At the start, with a snapshot: how long reading back each output topic may take
   // (crash_replay.h).
   static constexpr std::chrono::seconds kReplayTimeout{60};
+  // The same for the partitions taken over in a rebalance, which the group waits for.
+  static constexpr std::chrono::seconds kTakeoverReplayTimeout{10};
 
   const config& cfg_;
   std::optional<state::store> store_;

@@ -1,15 +1,19 @@
 #include "sketchd/app/crash_replay.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
 #include "sketchd/kafka/error.h"
 #include "sketchd/kafka/output_replay.h"
+#include "sketchd/processor/output_checkpoints.h"
 #include "sketchd/processor/processor.h"
 #include "sketchd/util/logging.h"
 
@@ -17,12 +21,13 @@ namespace sketchd::app {
 
 namespace {
 
-// One output topic read back; logs its outcome.
+// One output topic read back from `from`: the copies whose provenance `accept` takes go to
+// `take`, which says whether the copy is one not to forward again. Logs the outcome,
+// `since` naming where the reading began ("the snapshot").
 void replay_topic(const config& cfg, const std::string& bootstrap_servers, const std::string& topic,
-                  std::vector<kafka::output_position> from,
-                  const std::map<std::pair<std::string, std::int32_t>, std::int64_t>& inputs,
-                  const std::vector<std::string>& topics, processor& proc,
-                  std::chrono::milliseconds timeout) {
+                  std::vector<kafka::output_position> from, const kafka::provenance_filter& accept,
+                  const std::function<bool(const kafka::replayed_message&)>& take,
+                  std::string_view since, std::chrono::milliseconds timeout) {
   const auto log = module_logger("state");
   kafka::replay_options options;
   options.bootstrap_servers = bootstrap_servers;
@@ -32,29 +37,16 @@ void replay_topic(const config& cfg, const std::string& bootstrap_servers, const
   options.timeout = timeout;
   std::uint64_t found = 0;
   const auto start = std::chrono::steady_clock::now();
-  const kafka::replay_result result = kafka::replay_output(
-      options,
-      [&](std::string_view t, std::int32_t) {
-        return std::find(topics.begin(), topics.end(), t) != topics.end();
-      },
-      [&](const kafka::replayed_message& m) {
-        // A restored partition is read again from its position; one assigned to this
-        // instance after the snapshot, from the group's commit (processor::start_known()
-        // drops what is before it).
-        const auto restored = inputs.find({std::string(m.source.topic), m.source.partition});
-        if (restored != inputs.end() && m.source.offset < restored->second) return;
-        const auto index = std::find(topics.begin(), topics.end(), m.source.topic);
-        proc.forwarded_before(
-            topic, {static_cast<std::size_t>(index - topics.begin()), m.source.partition},
-            m.source.offset);
-        ++found;
+  const kafka::replay_result result =
+      kafka::replay_output(options, accept, [&](const kafka::replayed_message& m) {
+        if (take(m)) ++found;
       });
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   log->info(
-      "output topic {}: read back {} message(s) forwarded since the snapshot in {:.2f} s; {} of "
-      "them came from this instance's input after the snapshot, and are not forwarded again",
-      topic, result.read, seconds, found);
+      "output topic {}: read back {} message(s) forwarded since {} in {:.2f} s; {} of them came "
+      "from input this instance reads again, and are not forwarded again",
+      topic, result.read, since, seconds, found);
   std::uint64_t skipped = 0;
   for (std::uint64_t n : result.skipped) skipped += n;
   if (skipped > 0) {
@@ -65,17 +57,22 @@ void replay_topic(const config& cfg, const std::string& bootstrap_servers, const
     if (!p.complete) {
       log->warn(
           "output topic {} partition {} could not be read back to its end ({}{}): what was "
-          "forwarded there since the snapshot, after offset {}, may be forwarded again",
+          "forwarded there since {}, after offset {}, may be forwarded again",
           topic, p.partition, kafka::to_string(p.error), p.reason.empty() ? "" : ": " + p.reason,
-          p.next_offset);
+          since, p.next_offset);
     } else if (p.log_start > p.start_offset) {
       log->warn(
-          "output topic {} partition {} starts at offset {}, past the snapshot's position {} "
-          "(retention deleted the messages between): those forwarded there since the snapshot "
-          "may be forwarded again",
-          topic, p.partition, p.log_start, p.start_offset);
+          "output topic {} partition {} starts at offset {}, past the position {} of {} "
+          "(retention deleted the messages between): those forwarded there since may be "
+          "forwarded again",
+          topic, p.partition, p.log_start, p.start_offset, since);
     }
   }
+}
+
+// The index of `topic` in `topics` (one of them).
+std::size_t index_of(const std::vector<std::string>& topics, std::string_view topic) {
+  return static_cast<std::size_t>(std::find(topics.begin(), topics.end(), topic) - topics.begin());
 }
 
 }  // namespace
@@ -107,12 +104,83 @@ void replay_outputs(const config& cfg, const std::string& bootstrap_servers,
           topic);
       continue;
     }
+    const auto accept = [&](std::string_view t, std::int32_t) {
+      return std::find(topics.begin(), topics.end(), t) != topics.end();
+    };
+    const auto take = [&](const kafka::replayed_message& m) {
+      // A restored partition is read again from its position; one assigned to this
+      // instance after the snapshot, from the group's commit (processor::start_known()
+      // drops what is before it).
+      const auto restored = inputs.find({std::string(m.source.topic), m.source.partition});
+      if (restored != inputs.end() && m.source.offset < restored->second) return false;
+      proc.forwarded_before(topic, {index_of(topics, m.source.topic), m.source.partition},
+                            m.source.offset);
+      return true;
+    };
     try {
-      replay_topic(cfg, bootstrap_servers, topic, std::move(from), inputs, topics, proc, timeout);
+      replay_topic(cfg, bootstrap_servers, topic, std::move(from), accept, take, "the snapshot",
+                   timeout);
     } catch (const std::exception& e) {
       log->warn(
           "cannot read output topic {} back ({}): what was forwarded to it after the snapshot, "
           "before a crash, is forwarded again",
+          topic, e.what());
+    }
+  }
+}
+
+void replay_after_takeover(const config& cfg, const std::string& bootstrap_servers,
+                           std::span<const kafka::committed_metadata> taken,
+                           const std::vector<std::string>& topics, processor& proc,
+                           std::chrono::milliseconds timeout) {
+  const std::vector<std::string> outputs = proc.replayable_outputs();
+  if (outputs.empty()) return;
+  const auto log = module_logger("state");
+  // Per taken partition, its committed offset; per output partition, the earliest position
+  // of their commits.
+  std::map<std::pair<std::string, std::int32_t>, std::int64_t> inputs;
+  std::map<std::pair<std::string, std::int32_t>, std::int64_t> from;
+  for (const kafka::committed_metadata& t : taken) {
+    const std::optional<std::vector<output_end>> ends = parse_output_ends(t.metadata);
+    if (!ends) continue;  // another client's commit
+    inputs[{topics[t.tp.topic_index], t.tp.partition}] = t.offset;
+    for (const output_end& e : *ends) {
+      const auto [it, added] = from.try_emplace({e.topic, e.partition}, e.offset);
+      if (!added) it->second = std::min(it->second, e.offset);
+    }
+  }
+  if (inputs.empty()) return;
+  std::vector<std::string> names;
+  for (const auto& [tp, offset] : inputs)
+    names.push_back(fmt::format("{} [{}]", tp.first, tp.second));
+  log->info(
+      "{} partition(s) taken over with the outputs' positions of their last commit ({}): "
+      "reading back what their previous owner forwarded since",
+      inputs.size(), fmt::join(names, ", "));
+  const std::string since = "the last commit of the partitions taken over";
+  for (const std::string& topic : outputs) {
+    std::vector<kafka::output_position> positions;
+    for (const auto& [tp, offset] : from) {
+      if (tp.first == topic) positions.push_back({tp.second, offset});
+    }
+    if (positions.empty()) continue;  // committed by an instance that did not write it
+    const auto accept = [&](std::string_view t, std::int32_t partition) {
+      return inputs.contains({std::string(t), partition});
+    };
+    const auto take = [&](const kafka::replayed_message& m) {
+      const auto input = inputs.find({std::string(m.source.topic), m.source.partition});
+      if (m.source.offset < input->second) return false;  // committed: not read again
+      proc.forwarded_before(topic, {index_of(topics, m.source.topic), m.source.partition},
+                            m.source.offset);
+      return true;
+    };
+    try {
+      replay_topic(cfg, bootstrap_servers, topic, std::move(positions), accept, take, since,
+                   timeout);
+    } catch (const std::exception& e) {
+      log->warn(
+          "cannot read output topic {} back ({}): what the previous owner of the partitions "
+          "taken over forwarded after their last commit is forwarded again",
           topic, e.what());
     }
   }

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <chrono>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "sketchd/app/snapshotter.h"
 #include "sketchd/config/config.h"
+#include "sketchd/kafka/source.h"
 
 namespace sketchd {
 class processor;
@@ -25,5 +27,16 @@ namespace sketchd::app {
 void replay_outputs(const config& cfg, const std::string& bootstrap_servers,
                     const restored_state& restored, const std::vector<std::string>& topics,
                     processor& proc, std::chrono::milliseconds timeout);
+
+// A member that crashed forwarded the messages after its last commit; their next owner reads
+// them again. For the partitions `taken` over (assigned without a restored position, their
+// commit carrying the outputs' positions: processor/output_checkpoints.h), reads every
+// replayable output back from those positions and tells `proc` which of their messages at or
+// after the committed offset have a copy already, within `timeout` per topic. Logs what it
+// found, and what it could not read. Never throws.
+void replay_after_takeover(const config& cfg, const std::string& bootstrap_servers,
+                           std::span<const kafka::committed_metadata> taken,
+                           const std::vector<std::string>& topics, processor& proc,
+                           std::chrono::milliseconds timeout);
 
 }  // namespace sketchd::app

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <utility>
 
@@ -176,6 +177,34 @@ handle_ptr client_config::create(rd_kafka_type_t type) && {
   }
   static_cast<void>(conf_.release());  // rd_kafka_new() owns it now
   return handle;
+}
+
+rd_kafka_resp_err_t query_watermarks(rd_kafka_t* rk, const char* topic, std::int32_t partition,
+                                     std::int64_t* low, std::int64_t* high, int timeout_ms) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
+  const auto ask = [&](std::int64_t which, std::int64_t* out) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    topic_partition_list_ptr list(rd_kafka_topic_partition_list_new(1));
+    // ListOffsets' "timestamps" for the first offset and the next one.
+    rd_kafka_topic_partition_list_add(list.get(), topic, partition)->offset = which;
+    const rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(
+        rk, list.get(), static_cast<int>(std::max<std::int64_t>(left, 1)));
+    if (err) return err;
+    if (list->elems[0].err) return list->elems[0].err;
+    *out = list->elems[0].offset;
+    return RD_KAFKA_RESP_ERR_NO_ERROR;
+  };
+  std::int64_t first = -1;
+  std::int64_t next = -1;
+  if (const rd_kafka_resp_err_t err = ask(RD_KAFKA_OFFSET_BEGINNING, &first)) return err;
+  if (const rd_kafka_resp_err_t err = ask(RD_KAFKA_OFFSET_END, &next)) return err;
+  if (next < 0) return RD_KAFKA_RESP_ERR__FAIL;
+  *low = first < 0 ? next : first;  // as librdkafka: an empty log's first offset is its end
+  *high = next;
+  return RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
 std::optional<std::string> client_config::refusal(rd_kafka_type_t type) && {

@@ -130,6 +130,16 @@ void throw_if_error(rd_kafka_resp_err_t err, std::string_view operation,
 void throw_if_error(rd_kafka_error_t* error, std::string_view operation,
                     error_context context = {});
 
+// The first offset (`low`) and the next offset to be written (`high`) of a partition, as
+// rd_kafka_query_watermark_offsets() gives them, but within `timeout_ms`: that call, in
+// librdkafka 2.0, retries without end while the partition's leader is down and its
+// connection keeps changing state; this one asks ListOffsets for the earliest and the latest
+// offsets through rd_kafka_offsets_for_times(), which keeps to its timeout (the two requests
+// share it). An error of the request or of the partition is returned as it is.
+[[nodiscard]] rd_kafka_resp_err_t query_watermarks(rd_kafka_t* rk, const char* topic,
+                                                   std::int32_t partition, std::int64_t* low,
+                                                   std::int64_t* high, int timeout_ms);
+
 // librdkafka's log lines, written to the spdlog logger named "kafka" (stderr when none is
 // registered); its warnings and errors at most one line per facility and broker every
 // `interval`: a broker that fails each connection attempt in one of two ways in turn (a

@@ -71,6 +71,17 @@ class offset_tracker {
     dirty_.clear();
   }
 
+  // Calls f(topic_index, partition, next) for every slot that registered a message since
+  // its last reset: next is the offset after the last one registered (whatever its outputs'
+  // state), i.e. where the partition's processing goes on.
+  template <class F>
+  void for_each_registered(F&& f) const {
+    for (const slot_state& s : slots_) {
+      const std::int64_t next = s.entries.empty() ? s.committable : s.entries.back().offset + 1;
+      if (next >= 0) f(s.topic_index, s.partition, next);
+    }
+  }
+
   // Starts the slot afresh (its partition was revoked, or assigned anew): its offsets come
   // from the messages registered from now on. Messages with outputs still in flight, or
   // failed, are retained (see above).
@@ -111,6 +122,7 @@ class offset_tracker {
       return buffer_[(head_ + i) & (buffer_.size() - 1)];
     }
     entry& front() noexcept { return (*this)[0]; }
+    const entry& back() const noexcept { return (*this)[size_ - 1]; }
     void push_back(const entry& e) {
       if (size_ == buffer_.size()) grow();
       ++size_;
@@ -139,8 +151,8 @@ class offset_tracker {
   struct slot_state {
     std::size_t topic_index = 0;
     std::int32_t partition = 0;
-    std::uint64_t base_seq = 0;  // sequence of entries.front()
-    entry_ring entries;          // incomplete messages, and complete ones behind them
+    std::uint64_t base_seq = 0;            // sequence of entries.front()
+    entry_ring entries;                    // incomplete messages, and complete ones behind them
     std::vector<retained_entry> retained;  // of earlier assignments, by increasing seq
     std::int64_t committable = -1;
     bool dirty = false;

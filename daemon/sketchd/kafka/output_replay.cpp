@@ -117,7 +117,7 @@ std::size_t start_partitions(partition_consumer& consumer, const replay_options&
   for (partition_replay& p : result.partitions) {
     std::int64_t low = -1;
     std::int64_t high = -1;
-    const rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
+    const rd_kafka_resp_err_t err = query_watermarks(
         consumer.handle(), o.topic.c_str(), p.partition, &low, &high, remaining_ms(deadline));
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR && remaining_ms(deadline) == 0) {
       // librdkafka answers what it last saw (often _ALL_BROKERS_DOWN before any metadata).

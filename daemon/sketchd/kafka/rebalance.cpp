@@ -86,7 +86,7 @@ void start_restored(rd_kafka_t* rk, rd_kafka_topic_partition_t& tp, int index, s
   std::int64_t low = 0;
   std::int64_t high = 0;
   const rd_kafka_resp_err_t w =
-      rd_kafka_query_watermark_offsets(rk, tp.topic, tp.partition, &low, &high, kCommittedWaitMs);
+      query_watermarks(rk, tp.topic, tp.partition, &low, &high, kCommittedWaitMs);
   if (w) {
     tp.offset = group->offset;
     log()->warn(
@@ -217,14 +217,17 @@ void rebalance_handler::revoke(rd_kafka_topic_partition_list_t* partitions,
                                std::span<const topic_partition> list) {
   // What is not handed over yet is never processed here: the new owner reads it.
   ahead_.drop(list);
-  ahead_.run_on_owner([&] {
-    if (hooks_.on_revoke) hooks_.on_revoke(list);
-  });
   // Offsets stored so far are committed before the partitions go to another member
-  // (when closing, close() has just committed them, within its bound). A lost
-  // assignment (the session expired: the group has moved on without this member)
+  // (when closing, close() has just committed them, within its bound: only what the
+  // revocation stored since, without waiting, close() waiting for it within its bound). A
+  // lost assignment (the session expired: the group has moved on without this member)
   // cannot commit, and the coordinator may be what is unreachable: no wait for it.
   const bool lost = rd_kafka_assignment_lost(consumer_) == 1;
+  topic_partition_list_ptr to_commit;
+  ahead_.run_on_owner([&] {
+    if (hooks_.on_revoke) hooks_.on_revoke(list);
+    if (hooks_.revocation_commit) to_commit.reset(hooks_.revocation_commit(list, closing_));
+  });
   if (lost) {
     log()->warn(
         "assignment lost (the group's session expired, or this member left it after "
@@ -232,8 +235,8 @@ void rebalance_handler::revoke(rd_kafka_topic_partition_list_t* partitions,
         "without a commit; their next owner reads them from the last commit",
         partitions->cnt);
   }
-  const rd_kafka_resp_err_t c =
-      closing_ || lost ? RD_KAFKA_RESP_ERR_NO_ERROR : rd_kafka_commit(consumer_, nullptr, 0);
+  if (lost || !to_commit) return;
+  const rd_kafka_resp_err_t c = rd_kafka_commit(consumer_, to_commit.get(), closing_ ? 1 : 0);
   if (c && c != RD_KAFKA_RESP_ERR__NO_OFFSET) {
     log()->warn("commit before revocation failed: {}", rd_kafka_err2str(c));
   }
@@ -275,6 +278,7 @@ void rebalance_handler::assign(rd_kafka_topic_partition_list_t* partitions,
       }
     });
   }
+  tell_taken_over(partitions, list, starts);
   if (behind.empty()) return;
   std::vector<bool> start_behind(behind.size(), false);
   ahead_.run_on_owner([&] {
@@ -287,6 +291,43 @@ void rebalance_handler::assign(rd_kafka_topic_partition_list_t* partitions,
   for (std::size_t j = 0; j < behind.size(); ++j) {
     if (!start_behind[j]) partitions->elems[behind[j].index].offset = behind[j].committed;
   }
+}
+
+void rebalance_handler::tell_taken_over(const rd_kafka_topic_partition_list_t* partitions,
+                                        std::span<const topic_partition> list,
+                                        const std::vector<std::optional<std::int64_t>>& starts) {
+  if (!hooks_.on_taken_over) return;
+  const topic_partition_list_ptr committed(rd_kafka_topic_partition_list_new(partitions->cnt));
+  std::vector<int> asked;
+  for (int i = 0; i < partitions->cnt; ++i) {
+    if (starts[static_cast<std::size_t>(i)]) continue;
+    rd_kafka_topic_partition_list_add(committed.get(), partitions->elems[i].topic,
+                                      partitions->elems[i].partition);
+    asked.push_back(i);
+  }
+  if (asked.empty()) return;
+  if (const rd_kafka_resp_err_t err =
+          rd_kafka_committed(consumer_, committed.get(), kCommittedWaitMs)) {
+    log()->warn(
+        "cannot read the group's committed offsets ({}): should a member have crashed, what it "
+        "forwarded from the {} partition(s) just assigned after its last commit is forwarded "
+        "again",
+        rd_kafka_err2str(err), asked.size());
+    return;
+  }
+  std::vector<committed_metadata> taken;
+  for (const int i : asked) {
+    const auto* c = rd_kafka_topic_partition_list_find(committed.get(), partitions->elems[i].topic,
+                                                       partitions->elems[i].partition);
+    if (c == nullptr || c->err || c->offset < 0 || c->metadata == nullptr ||
+        c->metadata_size == 0) {
+      continue;
+    }
+    taken.push_back({list[static_cast<std::size_t>(i)], c->offset,
+                     std::string(static_cast<const char*>(c->metadata), c->metadata_size)});
+  }
+  if (taken.empty()) return;
+  ahead_.run_on_owner([&] { hooks_.on_taken_over(taken); });
 }
 
 std::vector<fill_outcome> rebalance_handler::fill_from_log(
@@ -341,8 +382,8 @@ fill_outcome rebalance_handler::fill_one(rd_kafka_topic_partition_t& tp,
   fill_outcome out;
   std::int64_t low = 0;
   std::int64_t high = 0;
-  if (!answer.ok() || rd_kafka_query_watermark_offsets(consumer_, tp.topic, tp.partition, &low,
-                                                       &high, kCommittedWaitMs)) {
+  if (!answer.ok() ||
+      query_watermarks(consumer_, tp.topic, tp.partition, &low, &high, kCommittedWaitMs)) {
     log()->warn(
         "partition {} [{}]: where its log reaches the windows' start cannot be found ({}): its "
         "windows are not filled from the log",

@@ -37,6 +37,13 @@ struct rebalance_hooks {
   std::function<void(const topic_partition&, std::int64_t start)> on_start_known;
   std::function<std::optional<std::int64_t>(const topic_partition&)> on_fill_since;
   std::function<void(const topic_partition&, const fill_outcome&)> on_filled;
+  std::function<void(std::span<const committed_metadata>)> on_taken_over;
+  // The source's: the offsets to commit before `revoked` go (null when none; when
+  // `closing`, only what was stored since the close's commit), which are then no longer the
+  // source's to commit.
+  std::function<rd_kafka_topic_partition_list_t*(std::span<const topic_partition> revoked,
+                                                 bool closing)>
+      revocation_commit;
 };
 
 // Thread safety: on_rebalance() runs on the thread that polls the consumer (the poller, or
@@ -60,7 +67,8 @@ class rebalance_handler {
   // Never throws but what a hook throws.
   void on_rebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* partitions);
 
-  // From now on, a revocation does not commit: close() has committed, within its bound.
+  // From now on, a revocation commits without waiting, and only what was stored after
+  // close()'s own commit.
   void set_closing() noexcept { closing_ = true; }
 
   // See source::pause(), hold() and release(); release() resumes the assignment when
@@ -88,6 +96,11 @@ class rebalance_handler {
   // where its log reaches the time asked.
   fill_outcome fill_one(rd_kafka_topic_partition_t& tp, const rd_kafka_topic_partition_t* group,
                         const time_answer& answer);
+  // Runs on_taken_over for the partitions of `partitions` without a start (`starts`) whose
+  // group's committed offset carries metadata.
+  void tell_taken_over(const rd_kafka_topic_partition_list_t* partitions,
+                       std::span<const topic_partition> list,
+                       const std::vector<std::optional<std::int64_t>>& starts);
   // (Un)assigns `partitions`, pausing what is assigned when a pause or a hold is in force,
   // and logs the assignment after the change.
   void apply(bool assign, bool cooperative, rd_kafka_topic_partition_list_t* partitions);

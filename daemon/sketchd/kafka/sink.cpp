@@ -200,8 +200,30 @@ void sink::learn_ends() {
 }
 
 void sink::learn_loop() {
+  // A client of its own, whose requests give up within a second or two: librdkafka's
+  // rd_kafka_query_watermark_offsets() waits for its request whatever its timeout, and the
+  // producer's requests to a broker that is down wait socket.timeout.ms (a minute): the
+  // sink's destruction, which waits for this thread, would wait as long.
+  handle_ptr client;
+  try {
+    client_config conf;
+    for (const auto& [k, v] : producer_properties(options_.properties)) conf.set(k, v);
+    conf.set("bootstrap.servers", options_.bootstrap_servers);
+    conf.set_own("enable.idempotence", "false");
+    conf.set_own("socket.timeout.ms", "1000");
+    // The producer's own lines already say when a broker is unreachable.
+    conf.set_own("log_level", "2");
+    client = std::move(conf).create(RD_KAFKA_PRODUCER);
+  } catch (const std::exception& e) {
+    log()->warn(
+        "cannot learn where the output partitions end ({}): a snapshot leaves out the "
+        "partitions not written to, and a restart after a crash may forward again what was "
+        "forwarded to them after it",
+        e.what());
+    return;
+  }
   for (bool warned = false;;) {
-    if (learn_round()) return;
+    if (learn_round(client.get())) return;
     if (!warned) {
       log()->warn(
           "cannot learn yet where every output partition ends; trying again every 5 s (until "
@@ -214,7 +236,7 @@ void sink::learn_loop() {
   }
 }
 
-bool sink::learn_round() {
+bool sink::learn_round(rd_kafka_s* client) {
   // Short requests, so that a stop never waits long; the next round tries again.
   constexpr int kTimeoutMs = 1000;
   const auto stopping = [this] {
@@ -225,9 +247,11 @@ bool sink::learn_round() {
   for (std::size_t i = 0; i < topics_.size(); ++i) {
     if (stopping()) return true;
     const std::string& name = options_.topics[i];
+    const std::unique_ptr<rd_kafka_topic_t, void (*)(rd_kafka_topic_t*)> topic(
+        rd_kafka_topic_new(client, name.c_str(), nullptr), &rd_kafka_topic_destroy);
+    if (!topic) return false;
     const rd_kafka_metadata_t* md = nullptr;
-    const rd_kafka_resp_err_t err =
-        rd_kafka_metadata(producer_.get(), 0, topics_[i], &md, kTimeoutMs);
+    const rd_kafka_resp_err_t err = rd_kafka_metadata(client, 0, topic.get(), &md, kTimeoutMs);
     const std::unique_ptr<const rd_kafka_metadata_t, void (*)(const rd_kafka_metadata_t*)> owned(
         md, [](const rd_kafka_metadata_t* m) {
           if (m) rd_kafka_metadata_destroy(m);
@@ -240,26 +264,33 @@ bool sink::learn_round() {
       all = false;
       continue;
     }
+    // The partitions' ends in one ListOffsets request per leader ("latest": the high
+    // watermark). rd_kafka_offsets_for_times() keeps to its timeout;
+    // rd_kafka_query_watermark_offsets() does not, retrying while a broker that is down
+    // keeps changing state.
+    topic_partition_list_ptr ends(rd_kafka_topic_partition_list_new(md->topics[0].partition_cnt));
     for (int j = 0; j < md->topics[0].partition_cnt; ++j) {
-      if (stopping()) return true;
       const auto p = static_cast<std::size_t>(md->topics[0].partitions[j].id);
-      {
-        std::lock_guard lock(learn_mutex_);
-        if (p < learnt_[i].size() && learnt_[i][p] >= 0) continue;
-      }
-      std::int64_t low = -1;
-      std::int64_t high = -1;
-      const rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
-          producer_.get(), name.c_str(), static_cast<std::int32_t>(p), &low, &high, kTimeoutMs);
-      if (e || high < 0) {
-        log()->debug("cannot learn where output topic {} partition {} ends yet: {}", name, p,
-                     rd_kafka_err2str(e));
+      std::lock_guard lock(learn_mutex_);
+      if (p < learnt_[i].size() && learnt_[i][p] >= 0) continue;
+      rd_kafka_topic_partition_list_add(ends.get(), name.c_str(), md->topics[0].partitions[j].id)
+          ->offset = RD_KAFKA_OFFSET_END;
+    }
+    if (ends->cnt == 0) continue;
+    if (stopping()) return true;
+    const rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(client, ends.get(), kTimeoutMs);
+    for (int j = 0; j < ends->cnt; ++j) {
+      const rd_kafka_topic_partition_t& tp = ends->elems[j];
+      if (e || tp.err || tp.offset < 0) {
+        log()->debug("cannot learn where output topic {} partition {} ends yet: {}", name,
+                     tp.partition, rd_kafka_err2str(e ? e : tp.err));
         all = false;
         continue;
       }
+      const auto p = static_cast<std::size_t>(tp.partition);
       std::lock_guard lock(learn_mutex_);
       if (p >= learnt_[i].size()) learnt_[i].resize(p + 1, -1);
-      learnt_[i][p] = high;
+      learnt_[i][p] = tp.offset;
     }
   }
   return all;

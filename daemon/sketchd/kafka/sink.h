@@ -133,7 +133,7 @@ class sink {
   // learn_ends()' thread: one round over every output partition not learnt yet; true when
   // every one is known (or a stop is asked).
   void learn_loop();
-  [[nodiscard]] bool learn_round();
+  [[nodiscard]] bool learn_round(rd_kafka_s* client);
   // Per topic index, per partition: after the last delivery there, or -1 (ends()).
   std::vector<std::vector<std::int64_t>> delivered_;
   mutable std::mutex learn_mutex_;  // guards learnt_ and learn_stop_

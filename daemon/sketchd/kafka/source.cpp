@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 
 #include "sketchd/kafka/client.h"
 #include "sketchd/kafka/read_ahead.h"
@@ -47,11 +50,16 @@ event_ptr wait_for_event(rd_kafka_queue_t* queue, int type, const std::function<
   return event_ptr();
 }
 
-// The commit of the stored offsets at the close, waited for kCloseStepWait at most.
-void commit_final(rd_kafka_t* rk, rebalance_handler& rebalance) {
+// The commit of `offsets` (the stored ones) at the close, waited for kCloseStepWait at most.
+void commit_final(rd_kafka_t* rk, const rd_kafka_topic_partition_list_t* offsets,
+                  rebalance_handler& rebalance) {
+  if (offsets == nullptr) {
+    log()->info("final commit: nothing new to commit");
+    return;
+  }
   const queue_ptr commit_queue(rd_kafka_queue_new(rk));
   rd_kafka_resp_err_t err =
-      rd_kafka_commit_queue(rk, nullptr, commit_queue.get(), nullptr, nullptr);
+      rd_kafka_commit_queue(rk, offsets, commit_queue.get(), nullptr, nullptr);
   if (!err) {
     const event_ptr ev = wait_for_event(
         commit_queue.get(), RD_KAFKA_EVENT_OFFSET_COMMIT, [] { return false; }, rebalance);
@@ -98,6 +106,10 @@ client_config consumer_config(const property_map& properties) {
   // ...except what at-least-once delivery depends on.
   conf.set_own("enable.auto.offset.store", "false");
   conf.set_own("enable.partition.eof", "false");
+  // sketchd commits the stored offsets itself, every auto.commit.interval.ms, so that each
+  // commit carries the outputs' positions in its metadata (source::on_commit()):
+  // librdkafka's commits would erase them.
+  conf.set_own("enable.auto.commit", "false");
   return conf;
 }
 
@@ -127,6 +139,7 @@ struct source::callbacks {
   static void offset_commit(rd_kafka_t*, rd_kafka_resp_err_t err,
                             rd_kafka_topic_partition_list_t* offsets, void* opaque) {
     auto* self = static_cast<source*>(opaque);
+    self->commit_in_flight_ = false;
     rd_kafka_resp_err_t why =
         err == RD_KAFKA_RESP_ERR__NO_OFFSET ? RD_KAFKA_RESP_ERR_NO_ERROR : err;
     for (int i = 0; why == RD_KAFKA_RESP_ERR_NO_ERROR && offsets != nullptr && i < offsets->cnt;
@@ -134,6 +147,15 @@ struct source::callbacks {
       why = offsets->elems[i].err;
     }
     if (why == RD_KAFKA_RESP_ERR_NO_ERROR) return;
+    self->commit_failed_ = true;
+    if (why == RD_KAFKA_RESP_ERR_OFFSET_METADATA_TOO_LARGE &&
+        !self->metadata_refused_.exchange(true)) {
+      log()->warn(
+          "the group coordinator refuses the outputs' positions in the metadata of offset "
+          "commits as too large (offset.metadata.max.bytes): commits go without them from now "
+          "on, and a member that takes over a partition after this one crashes forwards again "
+          "what was forwarded after the last commit");
+    }
     const std::uint64_t failures =
         self->commit_failures_.fetch_add(1, std::memory_order_relaxed) + 1;
     {
@@ -148,6 +170,34 @@ struct source::callbacks {
         "auto.commit.interval.ms, and should sketchd stop before one succeeds, the messages "
         "since the last commit are read again ({} failed commit(s) so far)",
         rd_kafka_err2str(why), rd_kafka_err2name(why), failures);
+  }
+
+  // The group's join, as the requests to its coordinator show it: from a JoinGroup sent to
+  // the SyncGroup's answer, the member's generation is in flux, and a commit sent meanwhile
+  // may carry the generation before it: the coordinator then answers ILLEGAL_GENERATION,
+  // and librdkafka takes the assignment for lost. librdkafka's own commits are not sent
+  // then (it checks its join state, which it does not expose); sketchd's wait too.
+  static rd_kafka_resp_err_t on_new(rd_kafka_t* rk, const rd_kafka_conf_t*, void* opaque, char*,
+                                    std::size_t) {
+    rd_kafka_interceptor_add_on_request_sent(rk, "sketchd-group-join", &request_sent, opaque);
+    rd_kafka_interceptor_add_on_response_received(rk, "sketchd-group-join", &response_received,
+                                                  opaque);
+    return RD_KAFKA_RESP_ERR_NO_ERROR;
+  }
+  static constexpr std::int16_t kJoinGroup = 11;  // Kafka's API keys
+  static constexpr std::int16_t kSyncGroup = 14;
+  static rd_kafka_resp_err_t request_sent(rd_kafka_t*, int, const char*, std::int32_t,
+                                          std::int16_t api_key, std::int16_t, std::int32_t,
+                                          std::size_t, void* opaque) {
+    if (api_key == kJoinGroup) static_cast<source*>(opaque)->joining_ = true;
+    return RD_KAFKA_RESP_ERR_NO_ERROR;
+  }
+  static rd_kafka_resp_err_t response_received(rd_kafka_t*, int, const char*, std::int32_t,
+                                               std::int16_t api_key, std::int16_t, std::int32_t,
+                                               std::size_t, std::int64_t, rd_kafka_resp_err_t,
+                                               void* opaque) {
+    if (api_key == kSyncGroup) static_cast<source*>(opaque)->joining_ = false;
+    return RD_KAFKA_RESP_ERR_NO_ERROR;
   }
 
   static int stats(rd_kafka_t*, char* json, std::size_t json_len, void* opaque) {
@@ -171,12 +221,20 @@ source::source(const source_options& options)
     const auto is = [&](const char* v) { return ::strcasecmp(reset->second.c_str(), v) == 0; };
     from_earliest_ = is("earliest") || is("smallest") || is("beginning");
   }
+  if (const auto interval = options_.properties.find("auto.commit.interval.ms");
+      interval != options_.properties.end()) {
+    // librdkafka has checked it: an integer of 0 to 86,400,000 (0 is refused by sketchd).
+    commit_interval_ = std::chrono::milliseconds(std::stoll(interval->second));
+  }
   conf.set("bootstrap.servers", options_.bootstrap_servers);
   conf.set("group.id", options_.group_id);
   rd_kafka_conf_set_rebalance_cb(conf.get(), &callbacks::rebalance);
   rd_kafka_conf_set_error_cb(conf.get(), &callbacks::error);
   rd_kafka_conf_set_stats_cb(conf.get(), &callbacks::stats);
   rd_kafka_conf_set_offset_commit_cb(conf.get(), &callbacks::offset_commit);
+  throw_if_error(rd_kafka_conf_interceptor_add_on_new(conf.get(), "sketchd-group-join",
+                                                      &callbacks::on_new, this),
+                 "adding an interceptor");
   rd_kafka_conf_set_opaque(conf.get(), this);
   handle_ptr handle = std::move(conf).create(RD_KAFKA_CONSUMER);
   consumer_ = decltype(consumer_)(handle.release(), [](rd_kafka_s* rk) { rd_kafka_destroy(rk); });
@@ -197,6 +255,15 @@ source::source(const source_options& options)
         properties["group.id"] = options_.group_id;
         return std::make_unique<time_lookup>(options_.bootstrap_servers, properties);
       });
+  rebalance_->hooks().revocation_commit = [this](std::span<const topic_partition> revoked,
+                                                 bool closing) {
+    // At the close, only what was stored since its commit.
+    rd_kafka_topic_partition_list_t* list = commit_list(/*only_changed=*/closing);
+    const std::lock_guard lock(stored_mutex_);
+    for (const topic_partition& tp : revoked) stored_.erase({tp.topic_index, tp.partition});
+    return list;
+  };
+  last_commit_ = std::chrono::steady_clock::now();
   read_ahead_->start();
 }
 
@@ -232,14 +299,76 @@ void source::on_filled(std::function<void(const topic_partition&, const fill_out
   rebalance_->hooks().on_filled = std::move(hook);
 }
 
+void source::on_commit(std::function<void(std::span<commit_offset>)> hook) {
+  commit_hook_ = std::move(hook);
+}
+void source::on_taken_over(std::function<void(std::span<const committed_metadata>)> hook) {
+  rebalance_->hooks().on_taken_over = std::move(hook);
+}
+
 std::span<const record> source::poll_batch() {
   if (closed_) return {};
+  commit_when_due();
   return read_ahead_->take(std::chrono::milliseconds(options_.poll_timeout_ms));
+}
+
+rd_kafka_topic_partition_list_t* source::commit_list(bool only_changed) {
+  std::vector<commit_offset> offsets;
+  {
+    const std::lock_guard lock(stored_mutex_);
+    if (only_changed && !stored_changed_) return nullptr;
+    for (const auto& [tp, offset] : stored_) offsets.push_back({tp.first, tp.second, offset, {}});
+    stored_changed_ = false;
+  }
+  if (offsets.empty()) return nullptr;
+  if (commit_hook_ && !metadata_refused_) commit_hook_(offsets);
+  rd_kafka_topic_partition_list_t* list =
+      rd_kafka_topic_partition_list_new(static_cast<int>(offsets.size()));
+  for (const commit_offset& o : offsets) {
+    rd_kafka_topic_partition_t* tp = rd_kafka_topic_partition_list_add(
+        list, options_.topics[o.topic_index].c_str(), o.partition);
+    tp->offset = o.next_offset;
+    if (!o.metadata.empty()) {
+      // librdkafka frees it with the list.
+      tp->metadata = std::malloc(o.metadata.size());
+      if (tp->metadata == nullptr) {
+        rd_kafka_topic_partition_list_destroy(list);
+        throw std::bad_alloc();
+      }
+      std::memcpy(tp->metadata, o.metadata.data(), o.metadata.size());
+      tp->metadata_size = o.metadata.size();
+    }
+  }
+  return list;
+}
+
+void source::commit_when_due() {
+  const auto now = std::chrono::steady_clock::now();
+  // Not while the group's generation is in flux, nor over a commit still unanswered: then at
+  // the next batch.
+  if (now - last_commit_ < commit_interval_ || joining_ || commit_in_flight_) return;
+  last_commit_ = now;
+  {
+    // Every stored offset is committed again (its metadata may have moved) when one has
+    // changed, or the last commit failed.
+    const std::lock_guard lock(stored_mutex_);
+    if (!stored_changed_ && !commit_failed_) return;
+  }
+  commit_failed_ = false;
+  const topic_partition_list_ptr list(commit_list(/*only_changed=*/false));
+  if (!list) return;
+  // Asynchronous: the result goes to callbacks::offset_commit, on the poller.
+  commit_in_flight_ = true;
+  if (const rd_kafka_resp_err_t err = rd_kafka_commit(consumer_.get(), list.get(), 1)) {
+    commit_in_flight_ = false;
+    commit_failed_ = true;
+    log()->debug("commit not sent: {}", rd_kafka_err2str(err));
+  }
 }
 
 void source::store_offsets(std::span<const partition_offset> offsets) {
   // While close() runs, the revocations it serves still store what their flush delivered:
-  // the commit of the revocation (or librdkafka's, when it unassigns) takes them along.
+  // the commit of the revocation takes them along.
   if (offsets.empty() || !consumer_ ||
       (closed_ && rd_kafka_consumer_closed(consumer_.get()) == 1)) {
     return;
@@ -252,11 +381,16 @@ void source::store_offsets(std::span<const partition_offset> offsets) {
         ->offset = o.next_offset;
   }
   // Unlike rd_kafka_offset_store(), rd_kafka_offsets_store() stores the offsets as given.
+  // Stored there too, they show in librdkafka's statistics (uncommitted messages).
   const rd_kafka_resp_err_t err = rd_kafka_offsets_store(consumer_.get(), list.get());
-  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return;
+  const std::lock_guard lock(stored_mutex_);
   for (int i = 0; i < list->cnt; ++i) {
     const auto& tp = list->elems[i];
-    if (tp.err) {
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR || tp.err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      const partition_offset& o = offsets[static_cast<std::size_t>(i)];
+      stored_[{o.topic_index, o.partition}] = o.next_offset;
+      stored_changed_ = true;
+    } else {
       // _STATE: the partition was revoked meanwhile; its new owner reads it again.
       log()->debug("offset not stored [topic {}, partition {}, offset {}]: {}", tp.topic,
                    tp.partition, tp.offset, rd_kafka_err2str(tp.err));
@@ -289,7 +423,8 @@ void source::close() {
   // and close wait for its own timeouts, a minute and more. What is not committed is read
   // again after a restart (at-least-once).
   rd_kafka_t* rk = consumer_.get();
-  commit_final(rk, *rebalance_);
+  const topic_partition_list_ptr final_offsets(commit_list(/*only_changed=*/false));
+  commit_final(rk, final_offsets.get(), *rebalance_);
   // Leaving the group: rebalance callbacks during the close run here, on the owner's thread.
   const queue_ptr close_queue(rd_kafka_queue_new(rk));
   if (const error_ptr e{rd_kafka_consumer_close_queue(rk, close_queue.get())}) {

@@ -55,6 +55,7 @@
 
 struct rd_kafka_s;
 struct rd_kafka_message_s;
+struct rd_kafka_topic_partition_list_s;
 
 namespace sketchd::kafka {
 
@@ -96,6 +97,23 @@ struct partition_offset {
   std::size_t topic_index = 0;
   std::int32_t partition = 0;
   std::int64_t next_offset = 0;
+};
+
+// An offset about to be committed, and the metadata committed with it (see
+// source::on_commit()).
+struct commit_offset {
+  std::size_t topic_index = 0;
+  std::int32_t partition = 0;
+  std::int64_t next_offset = 0;
+  std::string metadata;
+};
+
+// A partition assigned without a start from on_assign, whose group's committed offset was
+// committed with metadata (see source::on_taken_over()).
+struct committed_metadata {
+  topic_partition tp;
+  std::int64_t offset = 0;  // the group's committed offset
+  std::string metadata;
 };
 
 // One consumed message, valid until the next poll_batch() or close().
@@ -188,6 +206,15 @@ class source {
   // at earliest it is read from its start, as always, and not filled.
   void on_fill_since(std::function<std::optional<std::int64_t>(const topic_partition&)> hook);
   void on_filled(std::function<void(const topic_partition&, const fill_outcome&)> hook);
+  // Commits. Called on the owner's thread with the offsets about to be committed (every
+  // auto.commit.interval.ms, before partitions are revoked, and at the close), to set the
+  // metadata committed with each (at most offset.metadata.max.bytes; "" for none). Should a
+  // broker refuse the metadata as too large, it is left out from then on.
+  void on_commit(std::function<void(std::span<commit_offset>)> hook);
+  // Called inside poll_batch(), after on_filled, with the partitions just assigned without a
+  // start from on_assign whose group's committed offset carries metadata (as on_commit set
+  // it, possibly by another member), before any of their messages is read.
+  void on_taken_over(std::function<void(std::span<const committed_metadata>)> hook);
 
   // Stops fetching from every assigned partition, and from partitions assigned later.
   // poll_batch() then returns nothing while the consumer stays in its group.
@@ -206,7 +233,7 @@ class source {
   [[nodiscard]] bool held() const noexcept;
 
   // Stops the poller (its unprocessed read-ahead is dropped: those offsets were never
-  // stored), commits the stored offsets synchronously and leaves the group. Idempotent.
+  // stored), commits the stored offsets (within 5 s) and leaves the group. Idempotent.
   void close();
 
   // Consumer lag per assigned partition, from the statistics callback.
@@ -241,6 +268,11 @@ class source {
   void set_fatal(std::string text);
   // Takes librdkafka's statistics JSON (sketchd/kafka/statistics.h).
   void take_statistics(std::string_view json);
+  // The stored offsets to commit, with their metadata; null when there are none, or with
+  // `only_changed`, when none was stored since the last commit. Owner's thread.
+  [[nodiscard]] rd_kafka_topic_partition_list_s* commit_list(bool only_changed);
+  // The commit every auto.commit.interval.ms, when due. Owner's thread.
+  void commit_when_due();
 
   source_options options_;
   std::unique_ptr<rd_kafka_s, void (*)(rd_kafka_s*)> consumer_;
@@ -249,6 +281,20 @@ class source {
   // auto.offset.reset reads a partition without a commit from its start.
   bool from_earliest_ = true;
   bool closed_ = false;  // owner only
+
+  // Commits: librdkafka's automatic ones are off, so that each commit carries the metadata
+  // of on_commit(). The offsets stored and not yet removed by a revocation, by (topic index,
+  // partition); guarded by stored_mutex_ (a revocation's commit runs on the poller).
+  std::mutex stored_mutex_;
+  std::map<std::pair<std::size_t, std::int32_t>, std::int64_t> stored_;
+  bool stored_changed_ = false;  // since the last commit (guarded by stored_mutex_)
+  std::function<void(std::span<commit_offset>)> commit_hook_;
+  std::chrono::milliseconds commit_interval_{5000};  // auto.commit.interval.ms
+  std::chrono::steady_clock::time_point last_commit_{};
+  std::atomic<bool> commit_failed_{false};     // the last commit failed: commit again
+  std::atomic<bool> metadata_refused_{false};  // a broker refused the metadata as too large
+  std::atomic<bool> commit_in_flight_{false};  // an asynchronous commit is unanswered
+  std::atomic<bool> joining_{false};           // the group's generation is in flux
 
   // Of the callbacks of librdkafka (the statistics callback runs on one thread at a time).
   mutable std::mutex mutex_;  // guards lag_ and fatal_

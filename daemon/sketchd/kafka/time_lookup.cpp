@@ -219,8 +219,8 @@ void time_lookup::settle(time_answer& answer, const broker_answer& broker,
   const rd_kafka_resp_err_t err =
       remaining_ms(deadline) == 0
           ? RD_KAFKA_RESP_ERR__TIMED_OUT
-          : rd_kafka_query_watermark_offsets(consumer_.get(), answer.topic.c_str(),
-                                             answer.partition, &low, &high, remaining_ms(deadline));
+          : query_watermarks(consumer_.get(), answer.topic.c_str(), answer.partition, &low, &high,
+                             remaining_ms(deadline));
   if (err) {
     answer.error = err == RD_KAFKA_RESP_ERR__TIMED_OUT
                        ? timed_out(answer.topic, answer.partition)

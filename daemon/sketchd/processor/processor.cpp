@@ -54,6 +54,7 @@ processor::processor(const config& cfg, std::vector<pipeline*> pipelines,
     verdicts_[i].reserve(cfg.kafka.batch_size);
   }
   add_routes();
+  replayable_ = replayable_outputs();
   give_up_ = [this] { return stop_ && stop_(); };
   if (out_) {
     out_->on_delivery([this](std::uint64_t opaque, kafka::error_code err, std::string_view reason) {
@@ -326,7 +327,40 @@ std::chrono::milliseconds processor::longest_window(std::size_t topic_index) con
   return longest;
 }
 
+void processor::take_checkpoint() {
+  if (!out_ || replayable_.empty()) return;
+  std::vector<std::tuple<std::size_t, std::int32_t, std::int64_t>> next;
+  tracker_.for_each_registered(
+      [&](std::size_t topic_index, std::int32_t partition, std::int64_t offset) {
+        next.emplace_back(topic_index, partition, offset);
+      });
+  std::vector<output_end> ends;
+  for (auto& [topic, partition, offset] : output_ends()) {
+    if (std::find(replayable_.begin(), replayable_.end(), topic) != replayable_.end())
+      ends.push_back({std::move(topic), partition, offset});
+  }
+  const std::uint64_t too_long = checkpoints_.too_long();
+  checkpoints_.take(next, ends);
+  if (checkpoints_.too_long() > too_long && !warned_checkpoint_too_long_) {
+    warned_checkpoint_too_long_ = true;
+    module_logger("kafka")->warn(
+        "the output topics have too many partitions for their positions to fit in the metadata "
+        "of an offset commit ({} bytes at most): a member that takes over a partition after "
+        "this one crashes forwards again what was forwarded after the last commit",
+        output_checkpoints::kMaxMetadataBytes);
+  }
+}
+
+void processor::commit_metadata(std::span<kafka::commit_offset> offsets) {
+  if (!out_ || replayable_.empty() || offsets.empty()) return;
+  take_checkpoint();
+  for (kafka::commit_offset& o : offsets)
+    o.metadata = checkpoints_.metadata(o.topic_index, o.partition, o.next_offset);
+}
+
 void processor::revoked(std::span<const kafka::topic_partition> partitions) {
+  // The commit of the revoked partitions, after this, finds where they stood.
+  take_checkpoint();
   for (const auto& tp : partitions) {
     to_fill_.erase({tp.topic_index, tp.partition});
     forwarded_before_.forget(tp.topic_index, tp.partition);

@@ -40,6 +40,7 @@
 #include "sketchd/pipeline/pipeline.h"
 #include "sketchd/processor/forwarded_outputs.h"
 #include "sketchd/processor/forwarder.h"
+#include "sketchd/processor/output_checkpoints.h"
 #include "sketchd/processor/partition_positions.h"
 #include "sketchd/util/rate_limit.h"
 
@@ -138,6 +139,11 @@ class processor {
   [[nodiscard]] std::uint64_t forwarded_before_left() const noexcept {
     return forwarded_before_.size();
   }
+  // The metadata of each offset about to be committed (kafka::source::on_commit()): where the
+  // replayable outputs stood when the messages from that offset on were forwarded, for the
+  // member that takes the partition over after a crash (output_checkpoints.h). Takes a
+  // checkpoint first. Empty without a replayable output.
+  void commit_metadata(std::span<kafka::commit_offset> offsets);
 
   // Every output acknowledged and no failure: the pipelines' state reflects exactly the
   // messages before positions(), and all of their outputs are delivered.
@@ -211,6 +217,8 @@ class processor {
                       std::optional<kafka::offset_tracker::ticket> ticket);
   void send_alert(std::size_t pipeline, const sketch::heavy_event& e, std::int64_t wall_ms);
   void drain(std::vector<kafka::partition_offset>& out);
+  // A checkpoint of the replayable outputs' ends and the partitions' next offsets.
+  void take_checkpoint();
   void publish();
 
   // The log lines of warnings.cpp. Skipped messages of each pipeline, at most once per
@@ -241,6 +249,9 @@ class processor {
   kafka::offset_tracker tracker_;
   partition_positions positions_;
   forwarded_outputs forwarded_before_;
+  output_checkpoints checkpoints_;
+  std::vector<std::string> replayable_;  // replayable_outputs()
+  bool warned_checkpoint_too_long_ = false;
   // forward_message(): per pipeline, its output of the message was forwarded before a crash.
   std::vector<char> done_before_;
   // Per pipeline, reused for every batch (sized for kafka.batch_size at construction): the

@@ -357,7 +357,7 @@ std::map<std::int32_t, std::int64_t> ends(rd_kafka_t* rk, const std::string& top
     std::int64_t low = 0;
     std::int64_t high = 0;
     kafka::throw_if_error(
-        rd_kafka_query_watermark_offsets(rk, topic.c_str(), p, &low, &high, left_ms(deadline)),
+        kafka::query_watermarks(rk, topic.c_str(), p, &low, &high, left_ms(deadline)),
         "read the state topic's watermarks", kafka::error_context(topic, p));
     if (high > low) out[p] = high;
   }
