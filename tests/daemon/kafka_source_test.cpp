@@ -377,6 +377,10 @@ enum class owner_pause {
 //     next poll, while the owner still processes the batch it took. librdkafka pauses the
 //     assigned partitions before it hands over a rebalance, discarding what it had queued
 //     for them: the batch just made ready is what there is to drop.
+// The owner takes batches again right as the group rejoins after the revocation: a commit it
+// sent then, with the generation before the join (sketchd's commits did, before they waited
+// for the join to end), made the coordinator answer ILLEGAL_GENERATION, librdkafka took A's
+// assignment for lost, and A was given the revoked partitions back.
 void revoke_read_ahead(owner_pause how) {
   constexpr int kCount = 400;
   constexpr std::uint32_t kSmallBatch = 10;

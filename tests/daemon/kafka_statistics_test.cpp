@@ -121,6 +121,25 @@ TEST(KafkaStatistics, UncommittedMessagesCountFromTheCommitToTheFurthestReadOrSt
       only_partition(with_partition(R"("app_offset":9,"committed_offset":-1001)")).uncommitted, 0);
 }
 
+// A partition started at a restored position: librdkafka's statistics know no committed
+// offset until it commits there; the group's, read at the assignment, counts instead of the
+// log's first offset.
+TEST(KafkaStatistics, TheCommitReadAtTheAssignmentCountsWhereTheStatisticsHaveNone) {
+  const std::string json =
+      with_partition(R"("app_offset":10000,"committed_offset":-1001,"lo_offset":0)");
+  const auto at_5000 = [](std::string_view topic, std::int32_t partition) {
+    return topic == "t" && partition == 0 ? std::optional<std::int64_t>(5000) : std::nullopt;
+  };
+  const auto stats = parse_statistics(json, /*from_earliest=*/true, at_5000);
+  ASSERT_TRUE(stats && stats->partitions && stats->partitions->size() == 1);
+  EXPECT_EQ(stats->partitions->front().uncommitted, 5000);
+  EXPECT_EQ(only_partition(json).uncommitted, 10000) << "without it, from the log's start";
+  // The statistics' own committed offset wins.
+  const auto committed = parse_statistics(
+      with_partition(R"("app_offset":10000,"committed_offset":9000,"lo_offset":0)"), true, at_5000);
+  EXPECT_EQ(committed->partitions->front().uncommitted, 1000);
+}
+
 TEST(KafkaStatistics, OnlyBrokersWithANodeIdAreCountedAndNeitherLogicalNorInternalOnes) {
   const std::string json = R"({"brokers":{
       "b:9092/bootstrap":{"nodeid":-1,"source":"configured","state":"UP"},

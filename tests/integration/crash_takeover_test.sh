@@ -3,11 +3,11 @@
 # that the dead one forwarded after its last commit (docs/SEMANTICS.md, "Crashes: reading
 # the output back"). Two instances, A and B, in one group over 4 partitions, without state
 # directories, forward first-seen events (every item occurs once, so every event is
-# first-seen) to an output topic. auto.commit.interval.ms is an hour: the only commits are
-# those of a rebalance and of a stop, so that what B forwards is never committed.
-#   1. A alone forwards the first 2,000 events;
-#   2. B joins: A commits before it hands 2 partitions over, each commit with where the
+# first-seen) to an output topic. A commits every 500 ms; B's auto.commit.interval.ms is an
+# hour, so that what B forwards is never committed.
+#   1. A alone forwards the first 2,000 events and commits them, each commit with where the
 #      output topic ended then;
+#   2. B joins, and is given 2 of the partitions;
 #   3. 2,000 more events, forwarded by both; then B is killed (kill -9), its part of them
 #      forwarded and not committed;
 #   4. A takes B's partitions over once B's session expires, at the group's committed
@@ -29,14 +29,14 @@ start_mock_kafka events:4 unique:4
 # chunk N: events of items N·chunk … (N+1)·chunk − 1, keyed by item.
 chunk_events() { keyed_lines $(($1 * chunk)) "$chunk"; }
 
-# config NAME PORT: A's or B's configuration.
+# config NAME PORT COMMIT_INTERVAL_MS: A's or B's configuration.
 config() {
   cat >"$work/$1.yaml" <<EOF
 kafka:
   brokers: "$bootstrap"
   group_id: itest-crash-takeover
   properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 1000,
-                auto.commit.interval.ms: 3600000, statistics.interval.ms: 500 }
+                auto.commit.interval.ms: $3, statistics.interval.ms: 500 }
   batch_size: 200
 http:
   listen: "127.0.0.1:$2"
@@ -51,8 +51,8 @@ EOF
 }
 port_a=$(free_port)
 port_b=$(free_port)
-config a "$port_a"
-config b "$port_b"
+config a "$port_a" 500
+config b "$port_b" 3600000
 
 # assignments NAME: how many times the log of NAME says it holds 4 partitions.
 assignments() { grep -c "; 4 assigned now" "$work/$1.err" || true; }
@@ -62,12 +62,14 @@ pid_a=$daemon_pid
 wait_assigned a 4
 chunk_events 0 | produce events -K'|'
 wait_total "$chunk" "$port_a"
-log "1. A forwarded the first $chunk events alone"
+http="http://127.0.0.1:$port_a"
+wait_committed 4 60 1
+log "1. A forwarded the first $chunk events alone, and committed them"
 
 port=$port_b start_daemon "$work/b.yaml" b
 pid_b=$daemon_pid
 wait_assigned b 2
-log "2. B joined: A handed 2 partitions over, committing first"
+log "2. B joined: A handed 2 partitions over"
 
 a_before=$(forwarded "$port_a")
 chunk_events 1 | produce events -K'|'

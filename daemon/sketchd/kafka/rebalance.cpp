@@ -14,6 +14,18 @@
 
 namespace sketchd::kafka {
 
+// The group's committed offsets of an assignment's partitions, read once for every use.
+struct group_commits {
+  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR__STATE;  // not asked
+  topic_partition_list_ptr list;
+  // The committed offset of `tp` (its err set when the group has none readable), or
+  // nullptr when they could not be read.
+  [[nodiscard]] const rd_kafka_topic_partition_t* find(const rd_kafka_topic_partition_t& tp) const {
+    return err || !list ? nullptr
+                        : rd_kafka_topic_partition_list_find(list.get(), tp.topic, tp.partition);
+  }
+};
+
 namespace {
 
 std::shared_ptr<spdlog::logger> log() { return module_logger("kafka"); }
@@ -24,15 +36,27 @@ struct behind_commit {
   std::int64_t start;
   std::int64_t committed;
 };
+// How long the group's committed offsets and the partitions' first and last offsets are
+// waited for.
+constexpr int kCommittedWaitMs = 10000;
+
+group_commits read_commits(rd_kafka_t* rk, const rd_kafka_topic_partition_list_t* partitions) {
+  group_commits out;
+  out.list.reset(rd_kafka_topic_partition_list_new(partitions->cnt));
+  for (int i = 0; i < partitions->cnt; ++i) {
+    rd_kafka_topic_partition_list_add(out.list.get(), partitions->elems[i].topic,
+                                      partitions->elems[i].partition);
+  }
+  out.err = partitions->cnt == 0 ? RD_KAFKA_RESP_ERR_NO_ERROR
+                                 : rd_kafka_committed(rk, out.list.get(), kCommittedWaitMs);
+  return out;
+}
+
 std::int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-
-// How long the group's committed offsets and the partitions' first and last offsets are
-// waited for.
-constexpr int kCommittedWaitMs = 10000;
 
 // The first and last offsets of the partitions of `known` (index in partitions, offset),
 // with one ListOffsets request per leader for each end; the starts outside them are
@@ -128,20 +152,13 @@ void start_restored(rd_kafka_t* rk, rd_kafka_topic_partition_t& tp, int index, s
 std::vector<behind_commit> start_at_restored_positions(
     rd_kafka_t* rk, rd_kafka_topic_partition_list_t* partitions,
     const std::vector<std::optional<std::int64_t>>& starts, bool want_known, bool from_earliest,
-    std::vector<std::pair<int, std::int64_t>>& known) {
+    const group_commits& commits, std::vector<std::pair<int, std::int64_t>>& known) {
   std::vector<behind_commit> behind;
   bool restored = false;
   for (int i = 0; i < partitions->cnt; ++i)
     restored = restored || starts[static_cast<std::size_t>(i)].has_value();
-  if (!restored && !want_known) return behind;
-  const topic_partition_list_ptr committed(rd_kafka_topic_partition_list_new(partitions->cnt));
-  for (int i = 0; i < partitions->cnt; ++i) {
-    if (!want_known && !starts[static_cast<std::size_t>(i)]) continue;
-    rd_kafka_topic_partition_list_add(committed.get(), partitions->elems[i].topic,
-                                      partitions->elems[i].partition);
-  }
-  if (committed->cnt == 0) return behind;
-  const rd_kafka_resp_err_t err = rd_kafka_committed(rk, committed.get(), kCommittedWaitMs);
+  if ((!restored && !want_known) || partitions->cnt == 0) return behind;
+  const rd_kafka_resp_err_t err = commits.err;
   if (err && restored) {
     log()->warn(
         "cannot read the group's committed offsets ({}): the restored partitions start at the "
@@ -158,8 +175,7 @@ std::vector<behind_commit> start_at_restored_positions(
   }
   for (int i = 0; i < partitions->cnt; ++i) {
     auto& tp = partitions->elems[i];
-    const rd_kafka_topic_partition_t* group =
-        err ? nullptr : rd_kafka_topic_partition_list_find(committed.get(), tp.topic, tp.partition);
+    const rd_kafka_topic_partition_t* group = commits.find(tp);
     if (const auto& start = starts[static_cast<std::size_t>(i)]) {
       start_restored(rk, tp, i, *start, group, behind);
       continue;
@@ -217,11 +233,16 @@ void rebalance_handler::revoke(rd_kafka_topic_partition_list_t* partitions,
                                std::span<const topic_partition> list) {
   // What is not handed over yet is never processed here: the new owner reads it.
   ahead_.drop(list);
-  // Offsets stored so far are committed before the partitions go to another member
-  // (when closing, close() has just committed them, within its bound: only what the
-  // revocation stored since, without waiting, close() waiting for it within its bound). A
-  // lost assignment (the session expired: the group has moved on without this member)
-  // cannot commit, and the coordinator may be what is unreachable: no wait for it.
+  {
+    const std::lock_guard lock(committed_mutex_);
+    for (int i = 0; i < partitions->cnt; ++i)
+      committed_.erase({partitions->elems[i].topic, partitions->elems[i].partition});
+  }
+  // Offsets stored so far are committed before the partitions go to another member. When
+  // closing, close() has just committed them: only what the revocation stored since is
+  // committed, without waiting here (close() waits for it, within its bound). A lost
+  // assignment (the session expired: the group has moved on without this member) cannot
+  // commit, and the coordinator may be what is unreachable: no wait for it.
   const bool lost = rd_kafka_assignment_lost(consumer_) == 1;
   topic_partition_list_ptr to_commit;
   ahead_.run_on_owner([&] {
@@ -257,13 +278,28 @@ void rebalance_handler::assign(rd_kafka_topic_partition_list_t* partitions,
         if (!starts[i]) fill_since[i] = hooks_.on_fill_since(list[i]);
     }
   });
-  std::vector<std::pair<int, std::int64_t>> known;
-  const std::vector<behind_commit> behind =
-      start_at_restored_positions(consumer_, partitions, starts,
-                                  static_cast<bool>(hooks_.on_start_known), from_earliest_, known);
-  const std::vector<fill_outcome> fills = fill_from_log(partitions, fill_since);
+  const bool restored = std::any_of(starts.begin(), starts.end(),
+                                    [](const auto& start) { return start.has_value(); });
   const bool asked_fill = std::any_of(fill_since.begin(), fill_since.end(),
                                       [](const auto& since) { return since.has_value(); });
+  // The group's committed offsets, read once, when a start, a fill or a takeover needs them.
+  group_commits commits;
+  if (restored || asked_fill || hooks_.on_start_known || hooks_.on_taken_over) {
+    commits = read_commits(consumer_, partitions);
+  }
+  {
+    const std::lock_guard lock(committed_mutex_);
+    for (int i = 0; i < partitions->cnt; ++i) {
+      const rd_kafka_topic_partition_t* c = commits.find(partitions->elems[i]);
+      if (c != nullptr && c->err == RD_KAFKA_RESP_ERR_NO_ERROR && c->offset >= 0)
+        committed_[{c->topic, c->partition}] = c->offset;
+    }
+  }
+  std::vector<std::pair<int, std::int64_t>> known;
+  const std::vector<behind_commit> behind = start_at_restored_positions(
+      consumer_, partitions, starts, static_cast<bool>(hooks_.on_start_known), from_earliest_,
+      commits, known);
+  const std::vector<fill_outcome> fills = fill_from_log(partitions, fill_since, commits);
   // Only with something to tell: the owner may be away (a hold), and the rebalance would
   // wait for it.
   if (!known.empty() || asked_fill) {
@@ -278,7 +314,7 @@ void rebalance_handler::assign(rd_kafka_topic_partition_list_t* partitions,
       }
     });
   }
-  tell_taken_over(partitions, list, starts);
+  tell_taken_over(partitions, list, starts, commits);
   if (behind.empty()) return;
   std::vector<bool> start_behind(behind.size(), false);
   ahead_.run_on_owner([&] {
@@ -295,30 +331,24 @@ void rebalance_handler::assign(rd_kafka_topic_partition_list_t* partitions,
 
 void rebalance_handler::tell_taken_over(const rd_kafka_topic_partition_list_t* partitions,
                                         std::span<const topic_partition> list,
-                                        const std::vector<std::optional<std::int64_t>>& starts) {
+                                        const std::vector<std::optional<std::int64_t>>& starts,
+                                        const group_commits& commits) {
   if (!hooks_.on_taken_over) return;
-  const topic_partition_list_ptr committed(rd_kafka_topic_partition_list_new(partitions->cnt));
   std::vector<int> asked;
-  for (int i = 0; i < partitions->cnt; ++i) {
-    if (starts[static_cast<std::size_t>(i)]) continue;
-    rd_kafka_topic_partition_list_add(committed.get(), partitions->elems[i].topic,
-                                      partitions->elems[i].partition);
-    asked.push_back(i);
-  }
+  for (int i = 0; i < partitions->cnt; ++i)
+    if (!starts[static_cast<std::size_t>(i)]) asked.push_back(i);
   if (asked.empty()) return;
-  if (const rd_kafka_resp_err_t err =
-          rd_kafka_committed(consumer_, committed.get(), kCommittedWaitMs)) {
+  if (commits.err) {
     log()->warn(
         "cannot read the group's committed offsets ({}): should a member have crashed, what it "
         "forwarded from the {} partition(s) just assigned after its last commit is forwarded "
         "again",
-        rd_kafka_err2str(err), asked.size());
+        rd_kafka_err2str(commits.err), asked.size());
     return;
   }
   std::vector<committed_metadata> taken;
   for (const int i : asked) {
-    const auto* c = rd_kafka_topic_partition_list_find(committed.get(), partitions->elems[i].topic,
-                                                       partitions->elems[i].partition);
+    const rd_kafka_topic_partition_t* c = commits.find(partitions->elems[i]);
     if (c == nullptr || c->err || c->offset < 0 || c->metadata == nullptr ||
         c->metadata_size == 0) {
       continue;
@@ -332,26 +362,22 @@ void rebalance_handler::tell_taken_over(const rd_kafka_topic_partition_list_t* p
 
 std::vector<fill_outcome> rebalance_handler::fill_from_log(
     rd_kafka_topic_partition_list_t* partitions,
-    const std::vector<std::optional<std::int64_t>>& since) {
+    const std::vector<std::optional<std::int64_t>>& since, const group_commits& commits) {
   std::vector<fill_outcome> out(since.size());
   std::vector<int> asked;
   for (int i = 0; i < partitions->cnt; ++i)
     if (since[static_cast<std::size_t>(i)]) asked.push_back(i);
   if (asked.empty()) return out;
-  const topic_partition_list_ptr committed(
-      rd_kafka_topic_partition_list_new(static_cast<int>(asked.size())));
   std::vector<time_query> queries;
   for (const int i : asked) {
     const auto& tp = partitions->elems[i];
-    rd_kafka_topic_partition_list_add(committed.get(), tp.topic, tp.partition);
     queries.push_back({tp.topic, tp.partition, *since[static_cast<std::size_t>(i)]});
   }
-  if (const rd_kafka_resp_err_t err =
-          rd_kafka_committed(consumer_, committed.get(), kCommittedWaitMs)) {
+  if (commits.err) {
     log()->warn(
         "cannot read the group's committed offsets ({}): the windows of {} partition(s) are "
         "not filled from the log",
-        rd_kafka_err2str(err), asked.size());
+        rd_kafka_err2str(commits.err), asked.size());
     return out;
   }
   // A client of its own for this assignment's lookups, released with them.
@@ -369,9 +395,7 @@ std::vector<fill_outcome> rebalance_handler::fill_from_log(
       queries, std::chrono::steady_clock::now() + std::chrono::milliseconds(kCommittedWaitMs));
   for (std::size_t j = 0; j < asked.size(); ++j) {
     auto& tp = partitions->elems[asked[j]];
-    const rd_kafka_topic_partition_t* group =
-        rd_kafka_topic_partition_list_find(committed.get(), tp.topic, tp.partition);
-    out[static_cast<std::size_t>(asked[j])] = fill_one(tp, group, answers[j]);
+    out[static_cast<std::size_t>(asked[j])] = fill_one(tp, commits.find(tp), answers[j]);
   }
   return out;
 }
@@ -440,6 +464,13 @@ void rebalance_handler::apply(bool assign, bool cooperative,
   }
   log()->info("{} {} partition(s) ({} rebalance); {} assigned now", assign ? "assigned" : "revoked",
               partitions->cnt, cooperative ? "cooperative" : "eager", assigned_.load());
+}
+
+std::optional<std::int64_t> rebalance_handler::committed_at_assignment(
+    std::string_view topic, std::int32_t partition) const {
+  const std::lock_guard lock(committed_mutex_);
+  const auto it = committed_.find(std::make_pair(std::string(topic), partition));
+  return it == committed_.end() ? std::nullopt : std::optional<std::int64_t>(it->second);
 }
 
 void rebalance_handler::pause_assignment(bool pause) {

@@ -11,11 +11,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sketchd/kafka/source.h"
@@ -25,6 +27,7 @@ namespace sketchd::kafka {
 class read_ahead;
 class time_lookup;
 struct time_answer;
+struct group_commits;
 
 // The hooks of source.h (source::on_revoke() and the others), each run on the owner's
 // thread; an empty one does nothing.
@@ -78,6 +81,12 @@ class rebalance_handler {
   void hold();
   void release(bool resume);
 
+  // The group's committed offset of an assigned partition as read at its assignment, when it
+  // was read (for the statistics, which lack it for a partition started at a restored
+  // position). Any thread.
+  [[nodiscard]] std::optional<std::int64_t> committed_at_assignment(std::string_view topic,
+                                                                    std::int32_t partition) const;
+
   // The partitions assigned after the last rebalance.
   [[nodiscard]] std::size_t assigned() const noexcept { return assigned_.load(); }
   // A rebalance has assigned partitions (even none).
@@ -91,7 +100,8 @@ class rebalance_handler {
   // The fills of the partitions `since` asks a time for (by index in `partitions`): their
   // starts set in `partitions` where they are filled; see source::on_fill_since().
   std::vector<fill_outcome> fill_from_log(rd_kafka_topic_partition_list_t* partitions,
-                                          const std::vector<std::optional<std::int64_t>>& since);
+                                          const std::vector<std::optional<std::int64_t>>& since,
+                                          const group_commits& commits);
   // One partition's fill: `group` its committed offset (nullptr when unknown), `answer`
   // where its log reaches the time asked.
   fill_outcome fill_one(rd_kafka_topic_partition_t& tp, const rd_kafka_topic_partition_t* group,
@@ -100,7 +110,8 @@ class rebalance_handler {
   // group's committed offset carries metadata.
   void tell_taken_over(const rd_kafka_topic_partition_list_t* partitions,
                        std::span<const topic_partition> list,
-                       const std::vector<std::optional<std::int64_t>>& starts);
+                       const std::vector<std::optional<std::int64_t>>& starts,
+                       const group_commits& commits);
   // (Un)assigns `partitions`, pausing what is assigned when a pause or a hold is in force,
   // and logs the assignment after the change.
   void apply(bool assign, bool cooperative, rd_kafka_topic_partition_list_t* partitions);
@@ -121,6 +132,8 @@ class rebalance_handler {
   std::atomic<bool> assigned_once_{false};
   std::atomic<bool> closing_{false};
   std::atomic<std::size_t> assigned_{0};
+  mutable std::mutex committed_mutex_;  // guards committed_
+  std::map<std::pair<std::string, std::int32_t>, std::int64_t, std::less<>> committed_;
 };
 
 }  // namespace sketchd::kafka

@@ -486,7 +486,10 @@ void source::set_fatal(std::string text) {
 }
 
 void source::take_statistics(std::string_view json) {
-  const std::optional<consumer_statistics> stats = parse_statistics(json, from_earliest_);
+  const std::optional<consumer_statistics> stats = parse_statistics(
+      json, from_earliest_, [this](std::string_view topic, std::int32_t partition) {
+        return rebalance_->committed_at_assignment(topic, partition);
+      });
   if (!stats) return;
   if (stats->brokers_up) {
     const int up = *stats->brokers_up;

@@ -33,8 +33,8 @@ std::optional<std::int64_t> offset_of(simdjson::dom::element p, std::string_view
 
 // Partition `p` of `topic`, or nullopt when it is not assigned.
 std::optional<partition_statistics> assigned_partition(std::string_view topic,
-                                                       simdjson::dom::element p,
-                                                       bool from_earliest) {
+                                                       simdjson::dom::element p, bool from_earliest,
+                                                       const known_commit_function& known_commit) {
   std::int64_t partition = 0;
   std::string_view fetch_state;
   if (p["partition"].get(partition) != simdjson::SUCCESS || partition < 0) return std::nullopt;
@@ -63,6 +63,10 @@ std::optional<partition_statistics> assigned_partition(std::string_view topic,
   const std::int64_t read = std::max(out.read_offset, out.stored_offset);
   if (read >= 0 && committed) {
     std::int64_t from = *committed;
+    if (from < 0 && known_commit) {
+      if (const std::optional<std::int64_t> known = known_commit(topic, out.partition))
+        from = *known;
+    }
     // Without a commit a crash starts at the log's start (earliest) or end (latest).
     if (from < 0 && from_earliest && low) from = *low;
     if (from >= 0 && read > from) out.uncommitted = read - from;
@@ -82,7 +86,8 @@ std::int64_t consumer_statistics::uncommitted_messages() const noexcept {
   return n;
 }
 
-std::optional<consumer_statistics> parse_statistics(std::string_view json, bool from_earliest) {
+std::optional<consumer_statistics> parse_statistics(std::string_view json, bool from_earliest,
+                                                    const known_commit_function& known_commit) {
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   if (parser.parse(json.data(), json.size()).get(root) != simdjson::SUCCESS) return std::nullopt;
@@ -95,7 +100,7 @@ std::optional<consumer_statistics> parse_statistics(std::string_view json, bool 
     simdjson::dom::object partitions;
     if (t["partitions"].get(partitions) != simdjson::SUCCESS) continue;
     for (auto [id, p] : partitions) {
-      if (auto assigned = assigned_partition(topic, p, from_earliest))
+      if (auto assigned = assigned_partition(topic, p, from_earliest, known_commit))
         out.partitions->push_back(std::move(*assigned));
     }
   }

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,8 +52,14 @@ struct consumer_statistics {
 // offset to the greater of its read and stored offsets; without a commit, from the log's
 // first offset when `from_earliest` (auto.offset.reset reads a partition without a commit
 // from its start, where a crash would start again), else none (a crash starts at the end).
-[[nodiscard]] std::optional<consumer_statistics> parse_statistics(std::string_view json,
-                                                                  bool from_earliest);
+// librdkafka's statistics know no committed offset for a partition it was told to start
+// at an offset of the caller's (a restored snapshot's position) until it commits there
+// itself: `known_commit` gives the group's committed offset, as read at the assignment, for
+// such a partition (nullopt when unknown).
+using known_commit_function =
+    std::function<std::optional<std::int64_t>(std::string_view topic, std::int32_t partition)>;
+[[nodiscard]] std::optional<consumer_statistics> parse_statistics(
+    std::string_view json, bool from_earliest, const known_commit_function& known_commit = {});
 
 // Whether the input cluster's brokers are reachable again after a time with none up:
 // librdkafka says when every broker is down (_ALL_BROKERS_DOWN), not when they are back,

@@ -142,10 +142,7 @@ void processor::forward_message(const kafka::record& r) {
   for (std::size_t i : targets) {
     if (replayed && !restoring) break;
     const verdict v = verdicts_[i][cursors_[i]];
-    std::optional<std::size_t> route_index;
-    if (v == verdict::first_seen) route_index = outputs_[i].first_seen;
-    if (v == verdict::duplicate) route_index = outputs_[i].duplicate;
-    if (route_index) {
+    if (const std::optional<std::size_t> route_index = route_of(i, v)) {
       // Forwarded before a crash (found at the restore): not again.
       done_before_[i] = restoring && forwarded_before_.take(routes_[*route_index].topic,
                                                             r.topic_index, r.partition, r.offset);
@@ -163,9 +160,7 @@ void processor::forward_message(const kafka::record& r) {
     // restart, so forwarding them now would deliver them twice and put them before it.
     // Their tickets stay unreported, so their offsets are never stored.
     if (outputs == 0 || failed() || abandoned_ || done_before_[i]) continue;
-    std::optional<std::size_t> route_index;
-    if (v == verdict::first_seen) route_index = outputs_[i].first_seen;
-    if (v == verdict::duplicate) route_index = outputs_[i].duplicate;
+    const std::optional<std::size_t> route_index = route_of(i, v);
     if (!route_index) continue;
     const route& rt = routes_[*route_index];
     const kafka::error_code err =

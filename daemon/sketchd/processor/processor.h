@@ -203,6 +203,13 @@ class processor {
   };
 
   void add_routes();
+  // The route of pipeline i's verdict v (a first-seen event or a duplicate with an output
+  // topic), if any.
+  [[nodiscard]] std::optional<std::size_t> route_of(std::size_t i, verdict v) const noexcept {
+    if (v == verdict::first_seen) return outputs_[i].first_seen;
+    if (v == verdict::duplicate) return outputs_[i].duplicate;
+    return std::nullopt;
+  }
   // The pipelines reading tp's topic have not counted its recent items.
   void taken_over(const kafka::topic_partition& tp);
   // The longest heavy-hitter or dedup window of the pipelines reading the topic.
