@@ -96,13 +96,7 @@ wait_total $((a_now + chunk)) "$port_a"
 sleep 1
 log "5. A forwarded the third $chunk events"
 
-kcat -C -b "$bootstrap" -t unique -o beginning -e -q -f '%k\n' >"$work/unique.keys" || fail "kcat could not read unique"
-total=$((3 * chunk))
-distinct=$(sort -u "$work/unique.keys" | wc -l)
-records=$(wc -l <"$work/unique.keys")
-log "figures: $records events downstream, $distinct distinct of $total items: lost $((total - distinct)), duplicated $((records - distinct))"
-[[ $distinct -eq $total ]] || fail "lost $((total - distinct)) items"
-[[ $records -eq $distinct ]] || fail "$((records - distinct)) items forwarded twice (A forwarded B's work again?)"
+check_each_once $((3 * chunk)) "A forwarded B's work again?"
 
 stop_process "$pid_a" 15 || fail "A did not exit within 15 s of SIGTERM"
 [[ $stop_status -eq 0 ]] || fail "A exited with status $stop_status"

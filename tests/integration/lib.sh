@@ -399,6 +399,18 @@ print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)
 EOF
 }
 
+# check_each_once TOTAL WHY: the output topic `unique` holds each of the TOTAL items exactly
+# once (its keys); logs the figures, and fails naming WHY for a duplicate.
+check_each_once() {
+  local total=$1 distinct records
+  kcat -C -b "$bootstrap" -t unique -o beginning -e -q -f '%k\n' >"$work/unique.keys" || fail "kcat could not read unique"
+  distinct=$(sort -u "$work/unique.keys" | wc -l)
+  records=$(wc -l <"$work/unique.keys")
+  log "figures: $records events downstream, $distinct distinct of $total items: lost $((total - distinct)), duplicated $((records - distinct))"
+  [[ $distinct -eq $total ]] || fail "lost $((total - distinct)) items"
+  [[ $records -eq $distinct ]] || fail "$((records - distinct)) items forwarded twice ($2)"
+}
+
 # forwarded PORT: sketchd_dedup_forwarded_total of pipeline `orders` of the instance on PORT.
 forwarded() {
   curl -sf --max-time 5 "http://127.0.0.1:$1/metrics" >"$work/m.txt" || fail "cannot scrape port $1"

@@ -82,7 +82,7 @@ void replay_outputs(const config& cfg, const std::string& bootstrap_servers,
                     processor& proc, std::chrono::milliseconds timeout) {
   if (restored.positions.empty()) return;
   const auto log = module_logger("state");
-  const std::vector<std::string> outputs = proc.replayable_outputs();
+  const std::vector<std::string>& outputs = proc.replayable_outputs();
   if (outputs.empty()) return;
   if (restored.outputs.empty()) {
     log->info(
@@ -133,7 +133,7 @@ void replay_after_takeover(const config& cfg, const std::string& bootstrap_serve
                            std::span<const kafka::committed_metadata> taken,
                            const std::vector<std::string>& topics, processor& proc,
                            std::chrono::milliseconds timeout) {
-  const std::vector<std::string> outputs = proc.replayable_outputs();
+  const std::vector<std::string>& outputs = proc.replayable_outputs();
   if (outputs.empty()) return;
   const auto log = module_logger("state");
   // Per taken partition, its committed offset; per output partition, the earliest position

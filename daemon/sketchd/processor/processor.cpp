@@ -54,7 +54,6 @@ processor::processor(const config& cfg, std::vector<pipeline*> pipelines,
     verdicts_[i].reserve(cfg.kafka.batch_size);
   }
   add_routes();
-  replayable_ = replayable_outputs();
   give_up_ = [this] { return stop_ && stop_(); };
   if (out_) {
     out_->on_delivery([this](std::uint64_t opaque, kafka::error_code err, std::string_view reason) {
@@ -94,6 +93,13 @@ void processor::add_routes() {
   if (routes_.size() > kMaxOutputs) {
     throw std::invalid_argument(
         fmt::format("at most {} output topics over all pipelines", kMaxOutputs));
+  }
+  // The dedup outputs whose copies can be told apart: a topic one route writes.
+  for (const route& r : routes_) {
+    if (r.kind == output_kind::alert) continue;
+    const auto writers = std::count_if(routes_.begin(), routes_.end(),
+                                       [&](const route& o) { return o.topic == r.topic; });
+    if (writers == 1) replayable_.push_back(r.topic_name);
   }
 }
 
@@ -395,17 +401,6 @@ std::vector<std::tuple<std::string, std::int32_t, std::int64_t>> processor::outp
     const auto it = std::find_if(routes_.begin(), routes_.end(),
                                  [&](const route& r) { return r.topic == e.topic; });
     if (it != routes_.end()) out.emplace_back(it->topic_name, e.partition, e.next_offset);
-  }
-  return out;
-}
-
-std::vector<std::string> processor::replayable_outputs() const {
-  std::vector<std::string> out;
-  for (const route& r : routes_) {
-    if (r.kind == output_kind::alert) continue;
-    const auto writers = std::count_if(routes_.begin(), routes_.end(),
-                                       [&](const route& o) { return o.topic == r.topic; });
-    if (writers == 1) out.push_back(r.topic_name);
   }
   return out;
 }

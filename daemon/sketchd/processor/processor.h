@@ -133,7 +133,9 @@ class processor {
   }
   [[nodiscard]] std::vector<std::tuple<std::string, std::int32_t, std::int64_t>> output_ends()
       const;
-  [[nodiscard]] std::vector<std::string> replayable_outputs() const;
+  [[nodiscard]] const std::vector<std::string>& replayable_outputs() const noexcept {
+    return replayable_;
+  }
   void forwarded_before(std::string_view output, const kafka::topic_partition& tp,
                         std::int64_t offset);
   [[nodiscard]] std::uint64_t forwarded_before_left() const noexcept {
@@ -257,7 +259,7 @@ class processor {
   partition_positions positions_;
   forwarded_outputs forwarded_before_;
   output_checkpoints checkpoints_;
-  std::vector<std::string> replayable_;  // replayable_outputs()
+  std::vector<std::string> replayable_;  // replayable_outputs(), found once by add_routes()
   bool warned_checkpoint_too_long_ = false;
   // forward_message(): per pipeline, its output of the message was forwarded before a crash.
   std::vector<char> done_before_;
