@@ -184,9 +184,10 @@ rd_kafka_resp_err_t query_watermarks(rd_kafka_t* rk, const char* topic, std::int
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
   const auto ask = [&](std::int64_t which, std::int64_t* out) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          deadline - std::chrono::steady_clock::now())
-                          .count();
+    // Rounded up: librdkafka's own deadline is then never before the caller's.
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now())
+            .count();
     topic_partition_list_ptr list(rd_kafka_topic_partition_list_new(1));
     // ListOffsets' "timestamps" for the first offset and the next one.
     rd_kafka_topic_partition_list_add(list.get(), topic, partition)->offset = which;

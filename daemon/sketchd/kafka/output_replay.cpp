@@ -38,8 +38,10 @@ bool final_error(rd_kafka_resp_err_t err) noexcept {
          err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET;
 }
 
+// Rounded up, so that a wait given this many milliseconds ends at the deadline or after it,
+// never a fraction of a millisecond before it.
 int remaining_ms(steady_clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now());
+  const auto left = std::chrono::ceil<milliseconds>(deadline - steady_clock::now());
   return static_cast<int>(std::max<milliseconds::rep>(0, left.count()));
 }
 
