@@ -30,6 +30,7 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <xxhash.h>
 
 #include <cstdint>
 #include <random>
@@ -178,15 +179,35 @@ bool every_generation_live(const sketchd::pipeline& p) {
   return generations > 0 && live == generations;
 }
 
+// The partition of each event when the stream is keyed by its item over `partitions`
+// partitions (the item's bytes hashed, as a producer's partitioner would).
+std::vector<std::int32_t> keyed_partitions(const std::vector<std::string>& ev,
+                                           std::uint32_t partitions) {
+  std::vector<std::int32_t> out(ev.size(), 0);
+  if (partitions == 0) return out;
+  for (std::size_t i = 0; i < ev.size(); ++i) {
+    const std::string_view e = ev[i];
+    const std::size_t from = e.find(R"("id":")") + 6;
+    const std::string_view id = e.substr(from, e.find('"', from) - from);
+    out[i] = static_cast<std::int32_t>(XXH3_64bits(id.data(), id.size()) % partitions);
+  }
+  return out;
+}
+
 // One iteration is one batch of kBatch messages: the rate is per message. `steady`: after
-// fill_every_generation().
+// fill_every_generation(). `partitions` > 0: scope: partition, the stream keyed by item over
+// that many partitions (one shard of windows each).
 void pipeline_process(benchmark::State& state, bool heavy_hitters, bool dedup,
-                      bool one_by_one = false, bool steady = false) {
+                      bool one_by_one = false, bool steady = false, std::uint32_t partitions = 0) {
   const auto& ev = events();
   sketchd::pipeline_config c = harness_pipeline();
   if (!heavy_hitters) c.heavy_hitters.reset();
   if (!dedup) c.dedup.reset();
+  if (partitions > 0) c.scope = sketchd::state_scope::partition;
   sketchd::pipeline p(c);
+  const std::uint32_t counts[] = {partitions};
+  p.set_partition_counts(counts);
+  const std::vector<std::int32_t> partition_of = keyed_partitions(ev, partitions);
   std::vector<sketchd::message_view> views;
   for (const auto& e : ev) views.push_back(view_of(e));
   std::vector<sketchd::pipeline_input> inputs(kBatch);
@@ -200,6 +221,15 @@ void pipeline_process(benchmark::State& state, bool heavy_hitters, bool dedup,
       return;
     }
   }
+  if (partitions > 0) {
+    // Every partition's shard made (and its memory touched) before the timing starts, as a
+    // daemon's are after its first batches.
+    for (std::size_t j = 0; j < kBatch; ++j)
+      inputs[j] = {&views[j], -1, 0, static_cast<std::int32_t>(j % partitions)};
+    p.begin_batch();
+    p.process(inputs, now, verdicts);
+    (void)p.end_batch(now);
+  }
   for (auto _ : state) {
     if (next + kBatch > views.size()) next = 0;
     p.begin_batch();
@@ -207,7 +237,8 @@ void pipeline_process(benchmark::State& state, bool heavy_hitters, bool dedup,
     if (one_by_one) {
       for (std::size_t j = 0; j < kBatch; ++j) verdicts[j] = p.process(views[next + j], -1, now);
     } else {
-      for (std::size_t j = 0; j < kBatch; ++j) inputs[j] = {&views[next + j], -1};
+      for (std::size_t j = 0; j < kBatch; ++j)
+        inputs[j] = {&views[next + j], -1, 0, partition_of[next + j]};
       p.process(inputs, now, verdicts);
     }
     benchmark::DoNotOptimize(verdicts.data());
@@ -256,6 +287,8 @@ BENCHMARK_CAPTURE(extract, json_and_hash, true);
 BENCHMARK(extract_batch);
 BENCHMARK_CAPTURE(pipeline_process, heavy_hitters_and_dedup_one_by_one, true, true, true);
 BENCHMARK_CAPTURE(pipeline_process, heavy_hitters_and_dedup, true, true);
+BENCHMARK_CAPTURE(pipeline_process, heavy_hitters_and_dedup_32_partitions, true, true, false, false,
+                  32);
 BENCHMARK_CAPTURE(pipeline_process, heavy_hitters_only, true, false);
 BENCHMARK_CAPTURE(pipeline_process, dedup_only, false, true);
 BENCHMARK_CAPTURE(pipeline_process, heavy_hitters_and_dedup_steady, true, true, false, true);

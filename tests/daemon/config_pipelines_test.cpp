@@ -156,6 +156,20 @@ TEST(ConfigErrors, DedupWindowShorterThanOneMillisecondPerGenerationIsRejected) 
               IsEmpty());
 }
 
+// scope: instance (the default) or partition; anything else is an error at the value.
+TEST(ConfigErrors, ScopeIsInstanceOrPartition) {
+  const auto scoped = [](std::string_view scope) {
+    return load(std::string(kMinimal.substr(0, kMinimal.rfind("    dedup"))) +
+                "    scope: " + std::string(scope) + "\n    dedup: { capacity: 1000 }\n");
+  };
+  ASSERT_THAT(errors_of(scoped("partition")), IsEmpty());
+  EXPECT_EQ(scoped("partition").value->pipelines[0].scope, state_scope::partition);
+  EXPECT_EQ(load(std::string(kMinimal)).value->pipelines[0].scope, state_scope::instance);
+  EXPECT_THAT(errors_of(scoped("shard")),
+              ElementsAre(AllOf(StartsWith("test.yaml:7:12: pipelines[0].scope: "),
+                                HasSubstr("instance"), HasSubstr("partition"))));
+}
+
 TEST(ConfigErrors, ItemSourcesNeedTheirParameters) {
   EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1 }\n").size(), 0u);
   const auto errors =

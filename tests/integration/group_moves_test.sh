@@ -27,7 +27,11 @@
 # killed member forwarded after its last commit, and does not forward it again (about 130
 # duplicates without).
 #
-# Usage: group_moves_test.sh PATH/TO/sketchd
+# With SCOPE=partition, each member keeps one shard of windows per partition it owns
+# (scope: partition): the same checks hold, and a member's Bloom memory at 3 members is
+# below what the one member took alone (sketchd_bloom_size_bytes).
+#
+# Usage: [SCOPE=instance|partition] [KILLS=N] group_moves_test.sh PATH/TO/sketchd
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 itest_init "$@"
@@ -35,12 +39,13 @@ itest_init "$@"
 fpr=0.001
 partitions=8
 kills=${KILLS:-2}
+scope=${SCOPE:-instance}
 start_mock_kafka "events:$partitions" "unique:$partitions"
 
 recurring_events 20261129 3500 4
 
 # config NAME PORT: a member of the group, forwarding first-seen events.
-config() { group_member_config "$work/$1.yaml" "$2" itest-moves "$fpr"; }
+config() { group_member_config "$work/$1.yaml" "$2" itest-moves "$fpr" "$scope"; }
 
 declare -A pid_of port_of
 filters=0  # the Bloom filters that have seen items: one per start of a member
@@ -98,13 +103,19 @@ settle() {
   done
 }
 
-# rss MEMBERS: prints each running member's resident memory as a figure.
+# bloom_bytes NAME: the memory of member NAME's Bloom filters (sketchd_bloom_size_bytes).
+bloom_bytes() {
+  curl -sf --max-time 5 "http://127.0.0.1:${port_of[$1]}/metrics" |
+    awk '$1 ~ /^sketchd_bloom_size_bytes/ { printf "%d\n", $2 }' || true
+}
+
+# rss MEMBERS: prints each running member's resident memory and Bloom memory as a figure.
 rss() {
   local name out=
   for name in $(printf '%s\n' "${!pid_of[@]}" | sort); do
-    out+="$name $(awk '/^VmRSS/ { print $2 " " $3 }' "/proc/${pid_of[$name]}/status") "
+    out+="$name $(awk '/^VmRSS/ { print $2 " " $3 }' "/proc/${pid_of[$name]}/status"), Bloom $(bloom_bytes "$name") B; "
   done
-  echo "figure: resident memory with ${#pid_of[@]} member(s): $out"
+  echo "figure: scope $scope, memory with ${#pid_of[@]} member(s): $out"
 }
 
 member_start a
@@ -127,12 +138,21 @@ itest_pids+=("$producer_pid")
 
 settle
 rss
+alone=$(bloom_bytes a)
 member_start b
 settle
 rss
 member_start c
 settle
 rss
+if [[ $scope == partition ]]; then
+  # Each holds the shards of its partitions only.
+  for name in a b c; do
+    bytes=$(bloom_bytes "$name")
+    [[ -n $bytes && -n $alone && $bytes -lt $alone ]] ||
+      fail "member $name's Bloom memory at 3 members is ${bytes:-unknown} bytes, not below the ${alone:-unknown} bytes A took alone"
+  done
+fi
 member_stop b
 member_stop c
 settle

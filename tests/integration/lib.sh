@@ -225,10 +225,11 @@ EOF
   log "stream: $events events, $distinct distinct items"
 }
 
-# group_member_config FILE PORT GROUP FPR: a member of consumer group GROUP reading `events`
-# in small batches (50) with short group timings; its pipeline `orders` takes the item from
-# /user/id, forwards first-seen events to `unique` (dedup: 1h, capacity 100,000, FPR) and
-# counts heavy hitters (5m); HTTP on 127.0.0.1:PORT.
+# group_member_config FILE PORT GROUP FPR [SCOPE]: a member of consumer group GROUP reading
+# `events` in small batches (50) with short group timings; its pipeline `orders` takes the
+# item from /user/id, forwards first-seen events to `unique` (dedup: 1h, capacity 100,000,
+# FPR) and counts heavy hitters (5m, ε = 0.001); its windows are kept per SCOPE (instance,
+# the default, or partition); HTTP on 127.0.0.1:PORT.
 group_member_config() {
   cat >"$1" <<EOF
 kafka:
@@ -244,8 +245,9 @@ pipelines:
     topics: [events]
     item: { from: json, path: /user/id }
     clock: wall
+    scope: ${5:-instance}
     dedup: { window: 1h, capacity: 100000, fpr: $4, output_topic: unique }
-    heavy_hitters: { window: 5m, top_k: 5, threshold: 0.01 }
+    heavy_hitters: { window: 5m, top_k: 5, threshold: 0.01, epsilon: 0.001 }
 log: { level: info, summary_interval: 0 }
 EOF
 }

@@ -143,6 +143,11 @@ void app::start_source() {
     return start;
   });
   source_->on_assignment([this] { proc_->assignment_begins(); });
+  // scope: partition sizes each partition's shard from the topics' partition counts.
+  if (proc_->needs_partition_counts()) {
+    source_->on_partition_counts(
+        [this](std::span<const std::uint32_t> counts) { proc_->partition_counts(counts); });
+  }
   // Crashes: each commit says where the outputs stood, and whoever takes a partition over
   // reads back what was forwarded after its commit (docs/SEMANTICS.md).
   source_->on_commit(

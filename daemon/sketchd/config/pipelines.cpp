@@ -199,8 +199,9 @@ pipeline_config read_pipeline(checker& c, const field& f,
             "both");
     return p;
   }
-  const mapping m(c, f,
-                  {"name", "topics", "item", "clock", "max_item_bytes", "heavy_hitters", "dedup"});
+  const mapping m(
+      c, f,
+      {"name", "topics", "item", "clock", "scope", "max_item_bytes", "heavy_hitters", "dedup"});
   if (!m.valid()) return p;
 
   if (const auto n = m.require("name")) {
@@ -209,6 +210,7 @@ pipeline_config read_pipeline(checker& c, const field& f,
   if (const auto t = m.require("topics")) p.topics = read_topics(c, *t);
   if (const auto i = m.require("item")) p.item = read_item(c, *i);
   m.read("clock", p.clock, choices(c, {clock_kind::event, clock_kind::wall}));
+  m.read("scope", p.scope, choices(c, {state_scope::instance, state_scope::partition}));
   m.read("max_item_bytes", p.max_item_bytes, counts(c, 1, 1 << 20));
   if (const field* hh = m.find("heavy_hitters"))
     p.heavy_hitters = read_heavy_hitters(c, *hh, p.topics);

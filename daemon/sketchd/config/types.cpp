@@ -20,6 +20,10 @@ std::string_view to_string(clock_kind v) noexcept {
   return v == clock_kind::event ? "event" : "wall";
 }
 
+std::string_view to_string(state_scope v) noexcept {
+  return v == state_scope::instance ? "instance" : "partition";
+}
+
 std::string_view to_string(generator_format v) noexcept {
   return v == generator_format::json ? "json" : "text";
 }

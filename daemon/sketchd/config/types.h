@@ -79,6 +79,12 @@ struct item_config {
 // Which clock slides the windows: the message timestamp (event) or the daemon's (wall).
 enum class clock_kind { event, wall };
 
+// What the pipeline's windows are kept over: one rolling Bloom filter and one rolling
+// Count-Min sketch for all the partitions this instance reads (instance), or one of each per
+// input partition (partition: they are sized from the topics' partition counts, dropped when
+// the partition is revoked, and combined for the readers; duplicates must share a partition).
+enum class state_scope { instance, partition };
+
 // The sizes stay within the sketch library's limits: a Count-Min width ⌈e/ε⌉ of at most
 // count_min_sketch::kMaxWidth, a depth ⌈ln(1/δ)⌉ of at most kMaxDepth, and
 // (buckets + 1)·width·depth counters of at most kMaxCounters in the whole window.
@@ -110,6 +116,7 @@ struct pipeline_config {
   std::vector<std::string> topics;
   item_config item;
   clock_kind clock = clock_kind::event;
+  state_scope scope = state_scope::instance;
   std::uint32_t max_item_bytes = 1024;  // 1..1 MiB; longer items are an extract failure
   std::optional<heavy_hitters_config> heavy_hitters;
   std::optional<dedup_config> dedup;  // at least one of the two is set
@@ -148,6 +155,7 @@ struct config {
 
 [[nodiscard]] std::string_view to_string(item_source v) noexcept;
 [[nodiscard]] std::string_view to_string(clock_kind v) noexcept;
+[[nodiscard]] std::string_view to_string(state_scope v) noexcept;
 [[nodiscard]] std::string_view to_string(generator_format v) noexcept;
 [[nodiscard]] std::string_view to_string(log_level v) noexcept;  // spdlog's short names
 [[nodiscard]] std::string_view to_string(log_format v) noexcept;
@@ -170,6 +178,9 @@ struct fmt::formatter<sketchd::item_source>
 template <>
 struct fmt::formatter<sketchd::clock_kind> : sketchd::detail::enum_formatter<sketchd::clock_kind> {
 };
+template <>
+struct fmt::formatter<sketchd::state_scope>
+    : sketchd::detail::enum_formatter<sketchd::state_scope> {};
 template <>
 struct fmt::formatter<sketchd::generator_format>
     : sketchd::detail::enum_formatter<sketchd::generator_format> {};

@@ -182,6 +182,11 @@ class source {
   // Called inside poll_batch() at every assignment, before on_assign for each of its
   // partitions: also for an assignment of none.
   void on_assignment(std::function<void()> hook);
+  // Called inside poll_batch() at every assignment, before on_assignment: the partition
+  // count of each of the source's topics (counts[i] of topics[i]), read from the cluster's
+  // metadata (0 when it did not answer within 5 s). Set only by who needs them: each
+  // assignment then asks.
+  void on_partition_counts(std::function<void(std::span<const std::uint32_t>)> hook);
   // Called inside poll_batch(), after on_assign, for a partition whose start from on_assign
   // is behind the group's committed offset: true to start there anyway (the messages up to
   // the committed offset are read again), false to start at the committed offset. Without

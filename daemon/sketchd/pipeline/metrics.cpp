@@ -60,20 +60,24 @@ void pipeline::collect(std::vector<prometheus::MetricFamily>& out) const {
                  static_cast<double>(published_.failures[i]));
   }
   out.push_back(std::move(failures));
-  if (heavy_) collect_heavy_hitters(out);
-  if (dedup_) collect_dedup(out);
+  out.push_back(one(config_.name, "sketchd_pipeline_shards",
+                    "Shards of windows this instance holds: 1 with scope: instance (one for "
+                    "every partition), else one per owned input partition.",
+                    metric_type::Gauge, static_cast<double>(shards_.size())));
+  if (config_.heavy_hitters) collect_heavy_hitters(out);
+  if (config_.dedup) collect_dedup(out);
 }
 
 void pipeline::collect_heavy_hitters(std::vector<prometheus::MetricFamily>& out) const {
   const auto& h = *config_.heavy_hitters;
   const std::string& p = config_.name;
-  const double n = static_cast<double>(heavy_->window_items());
+  const double n = static_cast<double>(window_items());
   out.push_back(one(p, "sketchd_cms_window_items", "Items in the current heavy-hitter window (N).",
                     metric_type::Gauge, n));
   out.push_back(one(p, "sketchd_cms_error_bound_items",
                     "Count-Min error bound epsilon*N: estimates exceed true counts by at most "
                     "this, with probability 1-delta.",
-                    metric_type::Gauge, heavy_->error_bound()));
+                    metric_type::Gauge, error_bound()));
   out.push_back(one(p, "sketchd_heavy_hitter_threshold_ratio",
                     "Heavy-hitter threshold phi: share of the window's items.", metric_type::Gauge,
                     h.threshold));
@@ -82,9 +86,12 @@ void pipeline::collect_heavy_hitters(std::vector<prometheus::MetricFamily>& out)
                     "item of the partitions this instance took over from another member (or "
                     "started without); 0 when whole.",
                     metric_type::Gauge, static_cast<double>(clock_.incomplete_ms()) / 1000.0));
+  std::size_t heavy_bytes = 0;
+  for (const auto& s : shards_) heavy_bytes += s->heavy->size_bytes();
   out.push_back(one(p, "sketchd_cms_size_bytes",
-                    "Memory of the rolling Count-Min sketch and its top-k tracker.",
-                    metric_type::Gauge, static_cast<double>(heavy_->size_bytes())));
+                    "Memory of the rolling Count-Min sketches and their top-k trackers (one per "
+                    "resident input partition with scope: partition).",
+                    metric_type::Gauge, static_cast<double>(heavy_bytes)));
   // A gauge by nature, exposed as untyped: the contract's name ends in "_count", which
   // `promtool check metrics` reserves for histograms and summaries unless the family is
   // untyped (Prometheus stores untyped samples exactly like gauges).
@@ -97,7 +104,7 @@ void pipeline::collect_heavy_hitters(std::vector<prometheus::MetricFamily>& out)
   // Two items may clean to the same label (invalid bytes, truncation): keep the first,
   // which has the higher estimate, so that no series is duplicated.
   std::set<std::string, std::less<>> labels;
-  for (const auto& e : heavy_->top()) {
+  for (const auto& e : top_of_shards(h.top_k)) {
     std::string label = metrics::clean_label_value(e.item);
     if (!labels.insert(label).second) continue;
     metrics::add(counts, {{"pipeline", p}, {"item", label}}, static_cast<double>(e.estimate));
@@ -130,30 +137,36 @@ void pipeline::collect_dedup(std::vector<prometheus::MetricFamily>& out) const {
   out.push_back(one(p, "sketchd_dedup_forward_failures_total",
                     "Outputs (first-seen events and duplicates) whose delivery failed for good.",
                     metric_type::Counter, static_cast<double>(published_.forward_failures)));
-  MetricFamily fill = metrics::family("sketchd_bloom_fill_ratio",
-                                      "Share of bits set in each Bloom generation (0 = newest).",
-                                      metric_type::Gauge);
-  for (std::size_t g = 0; g < dedup_->generations(); ++g) {
-    metrics::add(fill, {{"pipeline", p}, {"generation", std::to_string(g)}}, dedup_->fill_ratio(g));
+  const sketch::shards::bloom_figures f = bloom_figures();
+  MetricFamily fill = metrics::family(
+      "sketchd_bloom_fill_ratio",
+      "Share of bits set in each Bloom generation (0 = newest); the mean over the resident "
+      "input partitions with scope: partition.",
+      metric_type::Gauge);
+  for (std::size_t g = 0; g < f.fill_ratio.size(); ++g) {
+    metrics::add(fill, {{"pipeline", p}, {"generation", std::to_string(g)}}, f.fill_ratio[g]);
   }
   out.push_back(std::move(fill));
   out.push_back(one(
       p, "sketchd_bloom_estimated_false_positive_ratio",
       "False-positive probability of a new item over all generations, estimated from their fill.",
-      metric_type::Gauge, dedup_->estimated_fpr()));
+      metric_type::Gauge, f.estimated_fpr));
   out.push_back(one(p, "sketchd_bloom_target_false_positive_ratio",
                     "Configured target false-positive rate of the dedup window.",
-                    metric_type::Gauge, dedup_->target_fpr()));
+                    metric_type::Gauge, config_.dedup->fpr));
   out.push_back(one(p, "sketchd_bloom_estimated_items",
                     "Distinct items in the dedup window, estimated from the fill.",
-                    metric_type::Gauge, dedup_->estimated_items()));
-  out.push_back(one(p, "sketchd_bloom_size_bytes", "Memory of the rolling Bloom filter.",
-                    metric_type::Gauge, static_cast<double>(dedup_->size_bytes())));
+                    metric_type::Gauge, f.estimated_items));
+  std::size_t dedup_bytes = 0;
+  for (const auto& s : shards_) dedup_bytes += s->dedup->size_bytes();
+  out.push_back(one(p, "sketchd_bloom_size_bytes",
+                    "Memory of the rolling Bloom filters (one per resident input partition with "
+                    "scope: partition).",
+                    metric_type::Gauge, static_cast<double>(dedup_bytes)));
   out.push_back(
       one(p, "sketchd_bloom_effective_window_seconds",
           "Time span the dedup generations cover now; below the configured window after bursts.",
-          metric_type::Gauge,
-          static_cast<double>(dedup_->effective_window_ms(clock_.now_ms())) / 1000.0));
+          metric_type::Gauge, static_cast<double>(f.effective_window_ms) / 1000.0));
   out.push_back(one(p, "sketchd_bloom_window_seconds", "Configured dedup window (dedup.window).",
                     metric_type::Gauge,
                     static_cast<double>(config_.dedup->window.count()) / 1000.0));
@@ -162,11 +175,10 @@ void pipeline::collect_dedup(std::vector<prometheus::MetricFamily>& out) const {
       "Bloom generation rotations since sketchd started: at the end of a time slice (time) "
       "or when the newest generation reached its share of dedup.capacity first (capacity).",
       metric_type::Counter);
-  metrics::add(rotations, {{"pipeline", p}, {"reason", "time"}},
-               static_cast<double>(dedup_->rotations_by_time() - restored_rotations_by_time_));
-  metrics::add(
-      rotations, {{"pipeline", p}, {"reason", "capacity"}},
-      static_cast<double>(dedup_->rotations_by_capacity() - restored_rotations_by_capacity_));
+  const auto [by_time, by_capacity] = this->rotations();
+  metrics::add(rotations, {{"pipeline", p}, {"reason", "time"}}, static_cast<double>(by_time));
+  metrics::add(rotations, {{"pipeline", p}, {"reason", "capacity"}},
+               static_cast<double>(by_capacity));
   out.push_back(std::move(rotations));
 }
 

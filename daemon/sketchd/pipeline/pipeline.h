@@ -4,6 +4,8 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -14,6 +16,7 @@
 #include "sketch/hash.h"
 #include "sketch/rolling_bloom.h"
 #include "sketch/rolling_count_min.h"
+#include "sketch/shards.h"
 #include "sketchd/config/config.h"
 #include "sketchd/metrics/metrics.h"
 #include "sketchd/pipeline/clock.h"
@@ -21,6 +24,11 @@
 #include "sketchd/pipeline/status.h"
 
 namespace sketchd {
+
+namespace state {
+class binary_writer;
+class binary_reader;
+}  // namespace state
 
 // What process() did with a message; the sink (forwarding) acts on it.
 enum class verdict : std::uint8_t {
@@ -30,10 +38,15 @@ enum class verdict : std::uint8_t {
   duplicate,   // dedup: the item was in the window (or a false positive)
 };
 
-// One message of a batch: the message and its timestamp (≤ 0 when it has none).
+// One message of a batch: the message, its timestamp (≤ 0 when it has none) and where it
+// was read: `topic` indexes the pipeline's config().topics. With scope: partition, the
+// message's item goes to the shard of that partition; with scope: instance, where it was
+// read does not matter.
 struct pipeline_input {
   const message_view* message = nullptr;
   std::int64_t event_ms = -1;
+  std::uint32_t topic = 0;
+  std::int32_t partition = 0;
 };
 
 // Counters of a pipeline since start. Kept as plain integers by the processing thread
@@ -68,7 +81,14 @@ struct pipeline_summary {
   bool has_dedup = false;
 };
 
-// The state of one pipeline. The processing thread calls begin_batch(), process() for
+// The state of one pipeline: its windows, in shards. With scope: instance, one shard (a
+// rolling Count-Min sketch with its top-k, a rolling Bloom filter) takes every item. With
+// scope: partition, each input partition has its own shard, made when the partition's first
+// message comes, sized from the partition counts of the pipeline's topics
+// (sketch::shards), and dropped when the partition is revoked; the readers combine the
+// resident shards (sketch/shards.h says how, and why within the same guarantees).
+//
+// The processing thread calls begin_batch(), process() for
 // the messages of the batch, then end_batch(): the pipeline's lock is held from
 // begin_batch() to end_batch(), never taken per message. Readers (HTTP, metrics) take
 // the same lock, so they see the state between two batches. Thread-safe in that sense;
@@ -87,15 +107,18 @@ class pipeline {
   void begin_batch();
   // Extracts the item, hashes it once and feeds both structures. `event_ms` is the
   // message timestamp (≤ 0 when the message has none), `wall_ms` the wall clock of the
-  // batch. No allocation, no lock, no logging, no exception.
+  // batch; `topic` (an index into config().topics) and `partition` where it was read. No
+  // lock, no logging; no allocation but a new partition's shard (std::bad_alloc).
   [[nodiscard]] verdict process(const message_view& message, std::int64_t event_ms,
-                                std::int64_t wall_ms) noexcept;
+                                std::int64_t wall_ms, std::uint32_t topic = 0,
+                                std::int32_t partition = 0);
   // The same for each message of a batch, in order: out[i] is the verdict of batch[i]
   // (out.size() ≥ batch.size()), and the state and counters end as after the single calls.
   // The items are extracted a group at a time (extractor::extract(span, span): one JSON
-  // parse for the group when it can). No allocation, no lock, no logging, no exception.
-  void process(std::span<const pipeline_input> batch, std::int64_t wall_ms,
-               std::span<verdict> out) noexcept;
+  // parse for the group when it can). No lock, no logging; no allocation but the shards of
+  // partitions met for the first time, made before any item is fed (std::bad_alloc: the
+  // state is as before the call).
+  void process(std::span<const pipeline_input> batch, std::int64_t wall_ms, std::span<verdict> out);
   // Forwarding results reported by the sink (may come from the processing thread only).
   void add_forwarded(std::uint64_t n) noexcept { local_.forwarded += n; }
   void add_forward_failures(std::uint64_t n) noexcept { local_.forward_failures += n; }
@@ -122,6 +145,21 @@ class pipeline {
   // how long.
   // Processing thread, between batches; does nothing without heavy_hitters.
   void partitions_taken_over();
+  // scope: partition. The partition counts of the pipeline's topics (counts[t] of
+  // config().topics[t]; 0 when unknown), which size the shards made from now on: the Bloom
+  // shards hold capacity/P items each with the margin of sketch::shards, P the sum. While a
+  // count is unknown, a new Bloom shard is sized for the whole capacity (as many bits per
+  // shard as the instance-wide filter: the false-positive rate holds, the memory does not
+  // shrink). Processing thread, between batches.
+  void set_partition_counts(std::span<const std::uint32_t> counts);
+  // scope: partition. Drops the shards of the partitions for which `keep` is false (revoked,
+  // or restored from a snapshot but assigned elsewhere): their memory is freed, and their
+  // items no longer count in the readers. Processing thread, between batches; does nothing
+  // with scope: instance.
+  void keep_partitions(
+      const std::function<bool(std::uint32_t topic, std::int32_t partition)>& keep);
+  // The resident shards: 1 with scope: instance.
+  [[nodiscard]] std::size_t shard_count() const;
 
   // Readers (any thread).
   [[nodiscard]] pipeline_counters counters() const;
@@ -174,8 +212,42 @@ class pipeline {
                                                        std::uint64_t seed = sketch::kDefaultSeed);
 
  private:
+  // The windows of one input partition (scope: partition) or of all (scope: instance:
+  // topic 0, partition -1).
+  struct shard {
+    std::uint32_t topic = 0;
+    std::int32_t partition = -1;
+    std::optional<sketch::rolling_count_min> heavy;
+    std::optional<sketch::rolling_bloom> dedup;
+  };
+  // The shard of an input (made when missing: allocates).
+  shard& shard_of(std::uint32_t topic, std::int32_t partition);
+  // The shard of an input that has one (shard_of() made it), without allocating.
+  [[nodiscard]] shard& resident_shard(std::uint32_t topic, std::int32_t partition) noexcept;
+  // A new shard's structures, as the configuration and the partition counts size them.
+  [[nodiscard]] shard make_shard(std::uint32_t topic, std::int32_t partition) const;
+  [[nodiscard]] bool partition_scoped() const noexcept {
+    return config_.scope == state_scope::partition;
+  }
+  // The resident shards' structures, for the combining readers (sketch/shards.h).
+  [[nodiscard]] std::vector<const sketch::rolling_count_min*> heavy_shards() const;
+  [[nodiscard]] std::vector<const sketch::rolling_bloom*> dedup_shards() const;
+  // The top `k` of the window over every shard, highest first.
+  [[nodiscard]] std::vector<sketch::top_k_tracker::entry> top_of_shards(std::uint32_t k) const;
+  // N over every shard, and its error bound εN.
+  [[nodiscard]] std::uint64_t window_items() const;
+  [[nodiscard]] double error_bound() const;
+  // The rolling Bloom filters' figures over every shard (sketch::shards::combined_bloom_figures).
+  [[nodiscard]] sketch::shards::bloom_figures bloom_figures() const;
+  // Their rotations since this run started (by time, by capacity), dropped shards included.
+  [[nodiscard]] std::pair<std::uint64_t, std::uint64_t> rotations() const;
+  // scope: partition, at the end of a batch: the top and the heavy set over every shard
+  // (combined_top_, heavy_set_), and the events of the items that entered or left the heavy
+  // set since the last refresh.
+  void heavy_events_of_shards(std::vector<sketch::heavy_event>& events);
   // Feeds an extracted item (or counts its failure).
-  verdict feed(const extract_result& r, std::int64_t event_ms, std::int64_t wall_ms) noexcept;
+  verdict feed(const extract_result& r, std::int64_t event_ms, std::int64_t wall_ms,
+               shard& s) noexcept;
   // feed() for every item of group_results_ (inputs[i]'s is group_results_[i]), out[i] its
   // verdict.
   void feed_group(std::span<const pipeline_input> inputs, std::int64_t wall_ms,
@@ -183,13 +255,36 @@ class pipeline {
   // collect() of each section, with the lock held.
   void collect_heavy_hitters(std::vector<prometheus::MetricFamily>& out) const;
   void collect_dedup(std::vector<prometheus::MetricFamily>& out) const;
+  // save_state() and restore_state() of scope: partition (pipeline/state.cpp).
+  void save_shards(state::binary_writer& w) const;
+  void restore_shards(state::binary_reader& r,
+                      const std::optional<sketch::rolling_count_min_options>& heavy_options,
+                      const std::optional<sketch::rolling_bloom_options>& dedup_options);
 
   pipeline_config config_;
   std::uint64_t seed_;
   extractor extractor_;
-  std::optional<sketch::rolling_count_min> heavy_;
-  std::optional<sketch::rolling_bloom> dedup_;
   std::string parameters_;  // describe_parameters(), set by the constructor
+  // Under mutex_ (the batch's lock for the processing thread). scope: instance: one, made
+  // by the constructor; scope: partition: one per resident partition, found through
+  // shard_index_[topic][partition].
+  std::vector<std::unique_ptr<shard>> shards_;
+  std::vector<std::vector<shard*>> shard_index_;
+  std::vector<std::uint32_t> partition_counts_;  // of config().topics, 0 when unknown
+  // scope: partition: the top of the window over every shard and the items heavy in it, as
+  // the last combined refresh found them (heavy_events_of_shards()), which runs at most once
+  // per kCombinedRefreshMs of the wall clock, and at the first batch after the shards
+  // changed: it reads every candidate of every shard in every shard (c·S²·d counters, about
+  // 25 ms for 32 shards of the default size), too much for every batch.
+  static constexpr std::int64_t kCombinedRefreshMs = 1000;
+  std::vector<sketch::top_k_tracker::entry> combined_top_;
+  std::vector<std::string> heavy_set_;
+  std::int64_t next_combined_refresh_ms_ = 0;
+  bool shards_changed_ = false;
+  // The rotations of shards dropped since the start (by time, by capacity), so that the
+  // exported counters never go backwards.
+  std::uint64_t dropped_rotations_by_time_ = 0;
+  std::uint64_t dropped_rotations_by_capacity_ = 0;
 
   mutable std::mutex mutex_;
   std::unique_lock<std::mutex> batch_lock_{mutex_, std::defer_lock};
@@ -197,8 +292,9 @@ class pipeline {
   std::vector<const message_view*> group_;
   std::vector<extract_result> group_results_;
   std::vector<sketch::hash128> group_hashes_;  // of group_results_' items
+  std::vector<shard*> group_shards_;           // their shards
   std::vector<std::int64_t> group_times_;      // their times on the pipeline's clock
-  // Their Count-Min cells, depth() per item (rolling_count_min::locate), when heavy_.
+  // Their Count-Min cells, depth() per item (rolling_count_min::locate), with heavy_hitters.
   std::vector<std::uint32_t> group_cells_;
   pipeline_counters local_;      // processing thread only
   pipeline_counters published_;  // under mutex_

@@ -24,6 +24,18 @@ namespace sketchd {
 //   u64 n, n bytes     rolling_bloom::serialize()
 //   i64 clock_ms, i64 clock_wall_ms
 //
+// With scope: partition (the parameters say so), the two sections are instead one per
+// resident shard:
+//
+//   u32 shards, then for each:
+//     u64 n, n bytes   the input topic's name
+//     i32              the partition
+//     u8 + record      heavy_hitters, as above
+//     u8 + record      dedup, as above
+//   i64 clock_ms, i64 clock_wall_ms
+//
+// A shard of a topic the pipeline no longer reads is dropped at the restore.
+//
 // The parameters are compared as text before anything else is read, so a state made under
 // another configuration (or by a library that sizes the structures differently: the
 // derived sizes are part of the text) is refused with every difference named.
@@ -37,6 +49,8 @@ std::string pipeline::describe_parameters(const pipeline_config& config, std::ui
   if (config.item.from == item_source::json) line("item.path", config.item.path);
   if (config.item.from == item_source::header) line("item.name", config.item.header);
   line("clock", to_string(config.clock));
+  // Only when not the default, so that the states made before the key existed still match.
+  if (config.scope != state_scope::instance) line("scope", to_string(config.scope));
   line("seed", seed);
   if (const auto& h = config.heavy_hitters) {
     line("heavy_hitters.window", format_duration(h->window));
@@ -75,19 +89,38 @@ std::string pipeline::save_state() const {
   // Room for the whole state at once: growing by appends would double the buffer, holding
   // the old and the new one together at the last step. The records hold the structures'
   // bytes and a little more (headers, the top-k items); the room not used is never touched.
-  const std::size_t structures =
-      (heavy_ ? heavy_->size_bytes() : 0) + (dedup_ ? dedup_->size_bytes() : 0);
+  std::size_t structures = 0;
+  for (const auto& s : shards_) {
+    structures += (s->heavy ? s->heavy->size_bytes() : 0) + (s->dedup ? s->dedup->size_bytes() : 0);
+  }
   out.reserve(parameters_.size() + structures + structures / 50 + (std::size_t{1} << 20));
   state::binary_writer w(out);
   w.bytes(parameters_);
-  w.u8(heavy_ ? 1 : 0);
-  // The structures are written in place: the state is held once more, not twice.
-  if (heavy_) w.bytes_with([&](std::string& o) { heavy_->serialize_to(o); });
-  w.u8(dedup_ ? 1 : 0);
-  if (dedup_) w.bytes_with([&](std::string& o) { dedup_->serialize_to(o); });
+  if (partition_scoped()) {
+    save_shards(w);
+  } else {
+    const shard& s = *shards_.front();
+    w.u8(s.heavy ? 1 : 0);
+    // The structures are written in place: the state is held once more, not twice.
+    if (s.heavy) w.bytes_with([&](std::string& o) { s.heavy->serialize_to(o); });
+    w.u8(s.dedup ? 1 : 0);
+    if (s.dedup) w.bytes_with([&](std::string& o) { s.dedup->serialize_to(o); });
+  }
   w.i64(clock_.time_ms());
   w.i64(clock_.wall_ms());
   return out;
+}
+
+void pipeline::save_shards(state::binary_writer& w) const {
+  w.u32(static_cast<std::uint32_t>(shards_.size()));
+  for (const auto& s : shards_) {
+    w.bytes(config_.topics[s->topic]);
+    w.i32(s->partition);
+    w.u8(s->heavy ? 1 : 0);
+    if (s->heavy) w.bytes_with([&](std::string& o) { s->heavy->serialize_to(o); });
+    w.u8(s->dedup ? 1 : 0);
+    if (s->dedup) w.bytes_with([&](std::string& o) { s->dedup->serialize_to(o); });
+  }
 }
 
 namespace {
@@ -116,6 +149,35 @@ bool same_options(const sketch::rolling_count_min_options& a,
 bool same_options(const sketch::rolling_bloom_options& a, const sketch::rolling_bloom_options& b) {
   return a.window_ms == b.window_ms && a.capacity == b.capacity && a.fpr == b.fpr &&
          a.generations == b.generations && a.seed == b.seed;
+}
+
+// A shard's Bloom filter: sized for its share of the capacity (the partition counts when it
+// was made), the rest as configured.
+bool same_shard_options(const sketch::rolling_bloom_options& a,
+                        const sketch::rolling_bloom_options& b) {
+  return a.window_ms == b.window_ms && a.capacity <= b.capacity && a.fpr == b.fpr &&
+         a.generations == b.generations && a.seed == b.seed;
+}
+
+// Whether a restored shard has the sections and the options the parameters give; a Bloom
+// shard of a partition (`share`) holds its share of the capacity at most.
+template <typename Shard>
+bool structures_match(const Shard& s,
+                      const std::optional<sketch::rolling_count_min_options>& heavy_options,
+                      const std::optional<sketch::rolling_bloom_options>& dedup_options,
+                      bool share) {
+  if (s.heavy.has_value() != heavy_options.has_value()) return false;
+  if (s.dedup.has_value() != dedup_options.has_value()) return false;
+  if (s.heavy && !same_options(s.heavy->options(), *heavy_options)) return false;
+  if (!s.dedup) return true;
+  return share ? same_shard_options(s.dedup->options(), *dedup_options)
+               : same_options(s.dedup->options(), *dedup_options);
+}
+
+bool present(state::binary_reader& r) {
+  const std::uint8_t flag = r.u8();
+  if (flag > 1) r.fail("corrupt: a presence flag is neither 0 nor 1");
+  return flag == 1;
 }
 
 }  // namespace
@@ -181,64 +243,101 @@ void pipeline::restore_state(std::string_view saved) {
   // are never held together (they can take most of the memory); should the state turn out
   // corrupt, empty ones take their place.
   std::lock_guard lock(mutex_);
+  // What the configuration builds, without building it.
   std::optional<sketch::rolling_count_min_options> heavy_options;
   std::optional<sketch::rolling_bloom_options> dedup_options;
-  if (heavy_) heavy_options = heavy_->options();
-  if (dedup_) dedup_options = dedup_->options();
-  heavy_.reset();
-  dedup_.reset();
+  if (const auto& h = config_.heavy_hitters)
+    heavy_options = pipeline_options::count_min_of(*h, seed_);
+  if (const auto& d = config_.dedup) dedup_options = pipeline_options::bloom_of(*d, seed_);
+  shards_.clear();
+  for (auto& index : shard_index_) index.clear();
+  heavy_set_.clear();
+  combined_top_.clear();
+  shards_changed_ = true;
   try {
-    const auto present = [&r] {
-      const std::uint8_t flag = r.u8();
-      if (flag > 1) r.fail("corrupt: a presence flag is neither 0 nor 1");
-      return flag == 1;
-    };
     heavy_window_dropped_.reset();
-    try {
-      if (present()) {
-        const std::string_view record = r.bytes();
-        try {
-          heavy_.emplace(sketch::rolling_count_min::deserialize(record));
-        } catch (const sketch::format_version_error& e) {
-          // Written before the Count-Min rows' hashing changed: its counters sit at other
-          // columns, so the window cannot be read, but the dedup window and the input
-          // positions can (the dedup window's format is the same). It starts empty.
-          if (!heavy_options) throw;
-          heavy_.emplace(*heavy_options);
-          heavy_window_dropped_ = e.what();
+    if (partition_scoped()) {
+      restore_shards(r, heavy_options, dedup_options);
+    } else {
+      shard& s = *shards_.emplace_back(std::make_unique<shard>());
+      try {
+        if (present(r)) {
+          const std::string_view record = r.bytes();
+          try {
+            s.heavy.emplace(sketch::rolling_count_min::deserialize(record));
+          } catch (const sketch::format_version_error& e) {
+            // Written before the Count-Min rows' hashing changed: its counters sit at other
+            // columns, so the window cannot be read, but the dedup window and the input
+            // positions can (the dedup window's format is the same). It starts empty.
+            if (!heavy_options) throw;
+            s.heavy.emplace(*heavy_options);
+            heavy_window_dropped_ = e.what();
+          }
         }
+        if (present(r)) s.dedup.emplace(sketch::rolling_bloom::deserialize(r.bytes()));
+      } catch (const sketch::format_error& e) {
+        r.fail(e.what());
       }
-      if (present()) dedup_.emplace(sketch::rolling_bloom::deserialize(r.bytes()));
-    } catch (const sketch::format_error& e) {
-      r.fail(e.what());
+      // The parameters' text matched; the structures must carry the same options (they can
+      // only differ in a state written by something else than save_state()).
+      if (!structures_match(s, heavy_options, dedup_options, false))
+        r.fail("the structures do not match the parameters");
     }
     const std::int64_t clock_ms = r.i64();
     const std::int64_t clock_wall_ms = r.i64();
     r.done();
-    // The parameters' text matched; the structures must carry the same options (they can
-    // only differ in a state written by something else than save_state()).
-    if (heavy_.has_value() != heavy_options.has_value() ||
-        dedup_.has_value() != dedup_options.has_value() ||
-        (heavy_ && !same_options(heavy_->options(), *heavy_options)) ||
-        (dedup_ && !same_options(dedup_->options(), *dedup_options))) {
-      r.fail("the structures do not match the parameters");
-    }
     // The newest generation may have been slid past the last item by an idle stream.
-    clock_.restore(clock_ms, clock_wall_ms,
-                   dedup_ && dedup_->live_generations() > 0
-                       ? std::max(clock_ms, dedup_->generation_start_ms(0))
-                       : clock_ms);
-    restored_rotations_by_time_ = dedup_ ? dedup_->rotations_by_time() : 0;
-    restored_rotations_by_capacity_ = dedup_ ? dedup_->rotations_by_capacity() : 0;
+    std::int64_t newest = clock_ms;
+    for (const auto& s : shards_) {
+      if (s->dedup && s->dedup->live_generations() > 0)
+        newest = std::max(newest, s->dedup->generation_start_ms(0));
+    }
+    clock_.restore(clock_ms, clock_wall_ms, newest);
+    restored_rotations_by_time_ = dropped_rotations_by_time_;
+    restored_rotations_by_capacity_ = dropped_rotations_by_capacity_;
+    for (const auto& s : shards_) {
+      if (!s->dedup) continue;
+      restored_rotations_by_time_ += s->dedup->rotations_by_time();
+      restored_rotations_by_capacity_ += s->dedup->rotations_by_capacity();
+    }
   } catch (...) {
-    restored_rotations_by_time_ = 0;
-    restored_rotations_by_capacity_ = 0;
+    restored_rotations_by_time_ = dropped_rotations_by_time_;
+    restored_rotations_by_capacity_ = dropped_rotations_by_capacity_;
     heavy_window_dropped_.reset();
-    heavy_.reset();
-    dedup_.reset();
-    if (heavy_options) heavy_.emplace(*heavy_options);
-    if (dedup_options) dedup_.emplace(*dedup_options);
+    shards_.clear();
+    for (auto& index : shard_index_) index.clear();
+    if (!partition_scoped()) shards_.push_back(std::make_unique<shard>(make_shard(0, -1)));
     throw;
+  }
+}
+
+void pipeline::restore_shards(state::binary_reader& r,
+                              const std::optional<sketch::rolling_count_min_options>& heavy_options,
+                              const std::optional<sketch::rolling_bloom_options>& dedup_options) {
+  const std::uint32_t count = r.u32();
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const std::string topic(r.bytes());
+    const std::int32_t partition = r.i32();
+    if (partition < 0) r.fail("corrupt: a shard of a negative partition");
+    shard s;
+    s.partition = partition;
+    try {
+      if (present(r)) s.heavy.emplace(sketch::rolling_count_min::deserialize(r.bytes()));
+      if (present(r)) s.dedup.emplace(sketch::rolling_bloom::deserialize(r.bytes()));
+    } catch (const sketch::format_error& e) {
+      r.fail(e.what());
+    }
+    // A Bloom shard holds its share of the capacity (sized from the partition counts).
+    if (!structures_match(s, heavy_options, dedup_options, true))
+      r.fail("the structures of a shard do not match the parameters");
+    const auto it = std::find(config_.topics.begin(), config_.topics.end(), topic);
+    if (it == config_.topics.end()) continue;  // a topic no longer read
+    s.topic = static_cast<std::uint32_t>(it - config_.topics.begin());
+    auto& index = shard_index_[s.topic];
+    const auto p = static_cast<std::size_t>(partition);
+    if (p >= index.size()) index.resize(p + 1, nullptr);
+    if (index[p] != nullptr) r.fail("corrupt: a partition's shard twice");
+    index[p] = shards_.emplace_back(std::make_unique<shard>(std::move(s))).get();
   }
 }
 

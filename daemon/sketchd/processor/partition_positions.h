@@ -42,6 +42,10 @@ class partition_positions {
   // same rebalance, so that the windows have not counted its recent items.
   [[nodiscard]] bool assigned(const kafka::topic_partition& tp, std::optional<std::int64_t> start);
   // `tp` is revoked: it has no position any more.
+  // Whether the partition is assigned (from assigned() to revoked()).
+  [[nodiscard]] bool is_assigned(const kafka::topic_partition& tp) const {
+    return positions_.contains(key_of(tp));
+  }
   void revoked(const kafka::topic_partition& tp);
 
   // Positions restored from a snapshot written at `snapshot_ms` (wall clock).

@@ -76,12 +76,15 @@ void processor::add_routes() {
     routes_.push_back({p, kind, out_->topic_index(topic), topic});
     return routes_.size() - 1;
   };
+  pipeline_topic_.assign(pipelines_.size(), std::vector<std::uint32_t>(topics_.size(), 0));
   for (std::size_t i = 0; i < pipelines_.size(); ++i) {
     const pipeline_config& pc = pipelines_[i]->config();
-    for (const auto& t : pc.topics) {
-      const auto it = std::find(topics_.begin(), topics_.end(), t);
-      if (it != topics_.end())
-        topic_routes_[static_cast<std::size_t>(it - topics_.begin())].push_back(i);
+    for (std::size_t local = 0; local < pc.topics.size(); ++local) {
+      const auto it = std::find(topics_.begin(), topics_.end(), pc.topics[local]);
+      if (it == topics_.end()) continue;
+      const auto topic_index = static_cast<std::size_t>(it - topics_.begin());
+      topic_routes_[topic_index].push_back(i);
+      pipeline_topic_[i][topic_index] = static_cast<std::uint32_t>(local);
     }
     if (pc.dedup && pc.dedup->output_topic)
       outputs_[i].first_seen = add_route(i, output_kind::first_seen, *pc.dedup->output_topic);
@@ -117,9 +120,11 @@ void processor::run_pipelines(std::span<const kafka::record> batch, std::int64_t
   for (std::size_t i = 0; i < pipelines_.size(); ++i) inputs_[i].clear();
   for (const kafka::record& r : batch) {
     for (std::size_t i : topic_routes_[r.topic_index]) {
-      inputs_[i].push_back({&r.view, r.timestamp_ms});
+      inputs_[i].push_back(
+          {&r.view, r.timestamp_ms, pipeline_topic_[i][r.topic_index], r.partition});
     }
   }
+  if (drop_unassigned_shards_) drop_unassigned_shards();
   try {
     for (std::size_t i = 0; i < pipelines_.size(); ++i) {
       pipelines_[i]->begin_batch();
@@ -286,6 +291,49 @@ bool processor::flush(std::chrono::milliseconds timeout,
 void processor::assignment_begins() {
   positions_.assignment_begins();
   for (pipeline* p : pipelines_) p->input_assigned();
+  drop_unassigned_shards_ = true;
+}
+
+void processor::partition_counts(std::span<const std::uint32_t> counts) {
+  for (std::size_t i = 0; i < pipelines_.size(); ++i) {
+    const pipeline_config& pc = pipelines_[i]->config();
+    if (pc.scope != state_scope::partition) continue;
+    std::vector<std::uint32_t> local(pc.topics.size(), 0);
+    for (std::size_t t = 0; t < topics_.size() && t < counts.size(); ++t) {
+      const auto it = std::find(pc.topics.begin(), pc.topics.end(), topics_[t]);
+      if (it != pc.topics.end())
+        local[static_cast<std::size_t>(it - pc.topics.begin())] = counts[t];
+    }
+    pipelines_[i]->set_partition_counts(local);
+  }
+}
+
+bool processor::needs_partition_counts() const {
+  return std::any_of(pipelines_.begin(), pipelines_.end(),
+                     [](const pipeline* p) { return p->config().scope == state_scope::partition; });
+}
+
+void processor::drop_unassigned_shards() {
+  drop_unassigned_shards_ = false;
+  for (std::size_t i = 0; i < pipelines_.size(); ++i) {
+    if (pipelines_[i]->config().scope != state_scope::partition) continue;
+    const std::vector<std::string>& local = pipelines_[i]->config().topics;
+    pipelines_[i]->keep_partitions([&](std::uint32_t topic, std::int32_t partition) {
+      const auto it = std::find(topics_.begin(), topics_.end(), local[topic]);
+      return it != topics_.end() &&
+             positions_.is_assigned({static_cast<std::size_t>(it - topics_.begin()), partition});
+    });
+  }
+}
+
+void processor::drop_shard(const kafka::topic_partition& tp) {
+  for (std::size_t i : topic_routes_[tp.topic_index]) {
+    if (pipelines_[i]->config().scope != state_scope::partition) continue;
+    const std::uint32_t local = pipeline_topic_[i][tp.topic_index];
+    pipelines_[i]->keep_partitions([&](std::uint32_t topic, std::int32_t partition) {
+      return topic != local || partition != tp.partition;
+    });
+  }
 }
 
 void processor::assigned(const kafka::topic_partition& tp, std::optional<std::int64_t> start) {
@@ -294,6 +342,9 @@ void processor::assigned(const kafka::topic_partition& tp, std::optional<std::in
   // heavy-hitter figures miss them for a window, unless they are filled from the log
   // (filled() decides).
   if (positions_.assigned(tp, start)) {
+    // A shard restored from a snapshot without the partition's position is of no use: its
+    // items would be counted twice by the fill.
+    drop_shard(tp);
     if (fill_from_log_) {
       to_fill_.insert({tp.topic_index, tp.partition});
     } else {
@@ -368,6 +419,9 @@ void processor::revoked(std::span<const kafka::topic_partition> partitions) {
     positions_.revoked(tp);
     tracker_.reset(tp.topic_index, tp.partition);
   }
+  // Not dropped at once: a partition revoked and assigned again in one rebalance keeps its
+  // shard.
+  drop_unassigned_shards_ = true;
 }
 
 bool processor::start_behind_commit(const kafka::topic_partition& tp, std::int64_t start,

@@ -72,6 +72,10 @@ class processor {
   void assignment_begins();
   void assigned(const kafka::topic_partition& tp, std::optional<std::int64_t> start);
   void revoked(std::span<const kafka::topic_partition> partitions);
+  // The partition counts of the input topics (counts[i] of topics[i]; 0 unknown), which size
+  // the shards of the pipelines with scope: partition. Whether any pipeline needs them.
+  void partition_counts(std::span<const std::uint32_t> counts);
+  [[nodiscard]] bool needs_partition_counts() const;
   // Filling the windows from the log (state.fill_from_log; kafka::source::on_fill_since()).
   // The time since which a partition just assigned wants its messages: now less the
   // longest window of the pipelines reading it, for a partition assigned without a
@@ -214,6 +218,10 @@ class processor {
   }
   // The pipelines reading tp's topic have not counted its recent items.
   void taken_over(const kafka::topic_partition& tp);
+  // scope: partition: drops the pipelines' shards of partitions no longer assigned, or of
+  // one partition.
+  void drop_unassigned_shards();
+  void drop_shard(const kafka::topic_partition& tp);
   // The longest heavy-hitter or dedup window of the pipelines reading the topic.
   [[nodiscard]] std::chrono::milliseconds longest_window(std::size_t topic_index) const;
   // process(): the pipelines' verdicts on the batch (their state published and released
@@ -247,6 +255,11 @@ class processor {
   // Partitions assigned without a snapshot's position, until filled() tells their fill.
   std::set<std::pair<std::size_t, std::int32_t>> to_fill_;
   std::vector<std::vector<std::size_t>> topic_routes_;  // topic index → pipeline indices
+  // [pipeline][topic index]: the index of the topic in the pipeline's config().topics.
+  std::vector<std::vector<std::uint32_t>> pipeline_topic_;
+  // The shards of partitions no longer assigned are dropped before the next batch (scope:
+  // partition): set by assignments and revocations.
+  bool drop_unassigned_shards_ = false;
   std::vector<route> routes_;
   std::vector<pipeline_outputs> outputs_;
   std::function<bool()> stop_;
