@@ -24,6 +24,7 @@ TEST(HttpApi, APipelineIsDescribedWithItsSettingsAndState) {
   s.topics = {"events", "more"};
   s.item = item_config{.from = item_source::json, .path = "/user/id", .header = "unused"};
   s.clock = clock_kind::wall;
+  s.shards = 1;
   s.items_total = 135;
   s.heavy_hitters = heavy_hitters_status{.window_ms = 10000,
                                          .buckets = 5,
@@ -49,7 +50,7 @@ TEST(HttpApi, APipelineIsDescribedWithItsSettingsAndState) {
   EXPECT_EQ(
       json::dump(http::to_json(s)),
       R"({"name":"clicks","topics":["events","more"],"item":{"from":"json","path":"/user/id"},)"
-      R"("clock":"wall","items_total":135,"heavy_hitters":{"window_ms":10000,"buckets":5,)"
+      R"("clock":"wall","scope":"instance","shards":1,"items_total":135,"heavy_hitters":{"window_ms":10000,"buckets":5,)"
       R"("epsilon":0.001,"delta":0.01,"top_k":10,"threshold":1,"window_items":135,)"
       R"("error_bound":0.125},"dedup":{"window_ms":10000,"capacity":20000,"generations":2,)"
       R"("first_seen_total":9,"duplicates_total":126,"target_fpr":0.001,)"
@@ -63,7 +64,7 @@ TEST(HttpApi, APipelineIsDescribedWithItsSettingsAndState) {
   EXPECT_EQ(
       json::dump(http::to_json(s)),
       R"({"name":"clicks","topics":["events","more"],"item":{"from":"header","name":"unused"},)"
-      R"("clock":"wall","items_total":135})");
+      R"("clock":"wall","scope":"instance","shards":1,"items_total":135})");
   s.item.from = item_source::key;
   EXPECT_NE(json::dump(http::to_json(s)).find(R"("item":{"from":"key"},)"), std::string::npos);
 }

@@ -77,6 +77,11 @@ fail() {
   for i in "${!itest_names[@]}"; do
     for f in "$work/${itest_names[$i]}.out" "$work/${itest_names[$i]}.err"; do
       if [[ -s $f ]]; then
+        # Warnings and errors from the start, which the last lines may no longer show.
+        if grep -q -E ' (warning|error|critical) ' "$f"; then
+          echo "--- warnings and errors of ${f##*/} (the first 30):" >&2
+          grep -E ' (warning|error|critical) ' "$f" | head -n 30 | cut -c1-400 >&2
+        fi
         echo "--- last lines of ${f##*/}:" >&2
         tail -n 40 "$f" | cut -c1-400 >&2
       fi

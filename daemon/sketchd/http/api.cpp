@@ -176,6 +176,8 @@ ordered_json to_json(const pipeline_status& s) {
   }
   o["item"] = std::move(item);
   o["clock"] = std::string(to_string(s.clock));
+  o["scope"] = std::string(to_string(s.scope));
+  o["shards"] = s.shards;
   o["items_total"] = s.items_total;
   if (s.heavy_hitters) o["heavy_hitters"] = to_json(*s.heavy_hitters);
   if (s.dedup) o["dedup"] = to_json(*s.dedup);

@@ -347,7 +347,8 @@ std::vector<sketch::top_k_tracker::entry> pipeline::top_of_shards(std::uint32_t 
   // As the last combined refresh found it (at most a second old, as the instance-wide
   // tracker's top is as old as its last batch).
   std::vector<sketch::top_k_tracker::entry> top(
-      combined_top_.begin(), combined_top_.begin() + std::min<std::size_t>(k, combined_top_.size()));
+      combined_top_.begin(),
+      combined_top_.begin() + std::min<std::size_t>(k, combined_top_.size()));
   return top;
 }
 
@@ -409,6 +410,8 @@ pipeline_status pipeline::status() const {
   s.topics = config_.topics;
   s.item = config_.item;
   s.clock = config_.clock;
+  s.scope = config_.scope;
+  s.shards = shards_.size();
   s.items_total = published_.items;
   if (config_.heavy_hitters) {
     const auto& h = *config_.heavy_hitters;

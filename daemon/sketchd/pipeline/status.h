@@ -43,6 +43,8 @@ struct pipeline_status {
   std::vector<std::string> topics;
   item_config item;
   clock_kind clock = clock_kind::event;
+  state_scope scope = state_scope::instance;
+  std::size_t shards = 0;  // resident: 1 with scope: instance
   std::uint64_t items_total = 0;
   std::optional<heavy_hitters_status> heavy_hitters;
   std::optional<dedup_status> dedup;
