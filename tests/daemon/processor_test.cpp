@@ -339,5 +339,62 @@ TEST(Processor, HeavySetChangesAreLoggedTwentyAtATime) {
   spdlog::drop("pipeline");
 }
 
+// scope: partition through the processor: each partition's messages go to its own shard,
+// sized from the partition counts; a partition revoked and not given back loses its shard
+// at the next batch, one revoked and assigned again in the same rebalance keeps it, and a
+// shard restored from a snapshot without its partition's position is dropped at the
+// assignment (the fill would count its items twice).
+TEST(Processor, PartitionShardsFollowTheAssignment) {
+  config cfg = one_pipeline(true);
+  cfg.pipelines[0].scope = state_scope::partition;
+  pipeline pipe{cfg.pipelines[0]};
+  processor proc{cfg, {&pipe}, {"events"}, nullptr, {}};
+  ASSERT_TRUE(proc.needs_partition_counts());
+  const std::uint32_t counts[] = {4};
+  proc.partition_counts(counts);
+  std::vector<std::string> keys;
+  const auto feed = [&](std::int32_t partition, std::int64_t offset, std::string key) {
+    keys.push_back(std::move(key));
+    kafka::record r;
+    r.partition = partition;
+    r.offset = offset;
+    r.view.key = keys.back();
+    r.view.has_key = true;
+    proc.process(std::span(&r, 1), now_ms());
+  };
+  proc.assignment_begins();
+  for (std::int32_t p = 0; p < 3; ++p) proc.assigned({0, p}, std::nullopt);
+  feed(0, 0, "x");
+  feed(1, 0, "x");
+  feed(2, 0, "y");
+  EXPECT_EQ(pipe.shard_count(), 3u);
+  EXPECT_EQ(pipe.counters().first_seen, 3u);  // "x" on two partitions: first seen on each
+  const std::string saved = pipe.save_state();
+
+  // An eager rebalance: all revoked, 0 and 1 given back.
+  const kafka::topic_partition all[] = {{0, 0}, {0, 1}, {0, 2}};
+  proc.revoked(all);
+  proc.assignment_begins();
+  proc.assigned({0, 0}, std::nullopt);
+  proc.assigned({0, 1}, std::nullopt);
+  feed(0, 1, "x");
+  EXPECT_EQ(pipe.shard_count(), 2u);
+  EXPECT_EQ(pipe.counters().duplicates, 1u);  // partition 0 kept its shard
+  EXPECT_EQ(pipe.estimate("y")->estimate, 0u);
+
+  // Restored from the snapshot: partition 2 assigned with its position keeps its shard,
+  // partition 1 assigned without one loses it.
+  pipeline restored{cfg.pipelines[0]};
+  processor after{cfg, {&restored}, {"events"}, nullptr, {}};
+  restored.restore_state(saved);
+  after.restore_positions({{0, 2, 1}}, now_ms());
+  after.assignment_begins();
+  after.assigned({0, 2}, after.take_restored_position({0, 2}));
+  after.assigned({0, 1}, after.take_restored_position({0, 1}));
+  EXPECT_EQ(restored.shard_count(), 2u);  // 0 waits for the next batch
+  EXPECT_EQ(restored.estimate("y")->estimate, 1u);
+  EXPECT_EQ(restored.estimate("x")->estimate, 1u);  // partition 0's
+}
+
 }  // namespace
 }  // namespace sketchd
