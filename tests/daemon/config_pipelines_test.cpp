@@ -156,7 +156,8 @@ TEST(ConfigErrors, DedupWindowShorterThanOneMillisecondPerGenerationIsRejected) 
               IsEmpty());
 }
 
-// scope: instance (the default) or partition; anything else is an error at the value.
+// scope: instance (the default) or partition; anything else is an error at the value. With
+// partition, epsilon defaults to threshold/10 (each shard is a whole Count-Min sketch).
 TEST(ConfigErrors, ScopeIsInstanceOrPartition) {
   const auto scoped = [](std::string_view scope) {
     return load(std::string(kMinimal.substr(0, kMinimal.rfind("    dedup"))) +
@@ -165,6 +166,19 @@ TEST(ConfigErrors, ScopeIsInstanceOrPartition) {
   ASSERT_THAT(errors_of(scoped("partition")), IsEmpty());
   EXPECT_EQ(scoped("partition").value->pipelines[0].scope, state_scope::partition);
   EXPECT_EQ(load(std::string(kMinimal)).value->pipelines[0].scope, state_scope::instance);
+  // Each partition's shard is a whole Count-Min sketch: epsilon defaults to threshold/10.
+  const auto sharded = load(std::string(kMinimal.substr(0, kMinimal.rfind("    dedup"))) +
+                            "    scope: partition\n    heavy_hitters: { threshold: 0.02 }\n");
+  ASSERT_THAT(errors_of(sharded), IsEmpty());
+  EXPECT_DOUBLE_EQ(sharded.value->pipelines[0].heavy_hitters->epsilon, 0.002);
+  const auto written = load(std::string(kMinimal.substr(0, kMinimal.rfind("    dedup"))) +
+                            "    scope: partition\n    heavy_hitters: { epsilon: 0.0001 }\n");
+  EXPECT_DOUBLE_EQ(written.value->pipelines[0].heavy_hitters->epsilon, 0.0001);
+  EXPECT_DOUBLE_EQ(
+      load(std::string(kMinimal.substr(0, kMinimal.rfind("    dedup"))) + "    heavy_hitters: {}\n")
+          .value->pipelines[0]
+          .heavy_hitters->epsilon,
+      0.0001);
   EXPECT_THAT(errors_of(scoped("shard")),
               ElementsAre(AllOf(StartsWith("test.yaml:7:12: pipelines[0].scope: "),
                                 HasSubstr("instance"), HasSubstr("partition"))));

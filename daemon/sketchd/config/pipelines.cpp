@@ -68,8 +68,10 @@ item_config read_item(checker& c, const field& f) {
   return item;
 }
 
+// `scope`: with partition, each input partition has a whole Count-Min sketch, and epsilon
+// defaults to threshold/10 (docs/CONFIGURATION.md, "Partition-scoped windows").
 heavy_hitters_config read_heavy_hitters(checker& c, const field& f,
-                                        const std::vector<std::string>& inputs) {
+                                        const std::vector<std::string>& inputs, state_scope scope) {
   heavy_hitters_config hh;
   const mapping m(c, f,
                   {"window", "buckets", "epsilon", "delta", "top_k", "threshold", "conservative",
@@ -83,6 +85,8 @@ heavy_hitters_config read_heavy_hitters(checker& c, const field& f,
   const bool threshold_ok = m.read("threshold", hh.threshold, reals(c, {0, true, 1, false}));
   m.read("conservative", hh.conservative, booleans(c));
   read_optional_topic(c, m, "alerts_topic", hh.alerts_topic);
+  if (scope == state_scope::partition && threshold_ok && !m.get("epsilon"))
+    hh.epsilon = hh.threshold / 10;
 
   if (window_ok && buckets_ok && hh.window.count() < static_cast<std::int64_t>(hh.buckets)) {
     const auto w = m.get("window");
@@ -213,7 +217,7 @@ pipeline_config read_pipeline(checker& c, const field& f,
   m.read("scope", p.scope, choices(c, {state_scope::instance, state_scope::partition}));
   m.read("max_item_bytes", p.max_item_bytes, counts(c, 1, 1 << 20));
   if (const field* hh = m.find("heavy_hitters"))
-    p.heavy_hitters = read_heavy_hitters(c, *hh, p.topics);
+    p.heavy_hitters = read_heavy_hitters(c, *hh, p.topics, p.scope);
   if (const field* d = m.find("dedup")) p.dedup = read_dedup(c, *d, p.topics);
   if (!m.find("heavy_hitters") && !m.find("dedup")) {
     c.error(m.mark(), fmt::format("{}: needs heavy_hitters, dedup or both", m.path()));
