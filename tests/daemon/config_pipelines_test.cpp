@@ -184,6 +184,34 @@ TEST(ConfigErrors, ScopeIsInstanceOrPartition) {
                                 HasSubstr("instance"), HasSubstr("partition"))));
 }
 
+// state.topic keeps one shard per input partition: the scope is partition (by default, and
+// scope: instance is refused), and the topic is none of the pipelines' or the generator's.
+TEST(ConfigErrors, AStateTopicNeedsPartitionScopeAndATopicOfItsOwn) {
+  const std::string head = "kafka:\n  brokers: localhost:9092\nstate:\n  topic: ";
+  const std::string pipelines =
+      "\npipelines:\n  - name: p\n    topics: [t]\n    item: { from: key }\n";
+  const auto with = [&](std::string_view topic, std::string_view tail) {
+    return load(head + std::string(topic) + pipelines + std::string(tail));
+  };
+  const auto ok = with("st", "    dedup: { capacity: 1000, output_topic: out }\n");
+  ASSERT_THAT(errors_of(ok), IsEmpty());
+  EXPECT_EQ(ok.value->state.topic, "st");
+  EXPECT_EQ(ok.value->state.topic_partitions, 0);
+  EXPECT_EQ(ok.value->pipelines[0].scope, state_scope::partition);
+  EXPECT_THAT(errors_of(with("st", "    scope: instance\n    dedup: { capacity: 1000 }\n")),
+              ElementsAre(AllOf(StartsWith("test.yaml:9:12: pipelines[0].scope: "),
+                                HasSubstr("state.topic"), HasSubstr("partition"))));
+  EXPECT_THAT(errors_of(with("t", "    dedup: { capacity: 1000 }\n")),
+              ElementsAre(AllOf(StartsWith("test.yaml:4:10: state.topic: "),
+                                HasSubstr("an input of pipeline p"))));
+  EXPECT_THAT(errors_of(with("out", "    dedup: { capacity: 1000, output_topic: out }\n")),
+              ElementsAre(AllOf(StartsWith("test.yaml:4:10: state.topic: "),
+                                HasSubstr("an output of pipeline p"))));
+  EXPECT_THAT(errors_of(load(head + "st\n  topic_partitions: 0" + pipelines +
+                             "    dedup: { capacity: 1000 }\n")),
+              ElementsAre(StartsWith("test.yaml:5:21: state.topic_partitions: ")));
+}
+
 TEST(ConfigErrors, ItemSourcesNeedTheirParameters) {
   EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1 }\n").size(), 0u);
   const auto errors =

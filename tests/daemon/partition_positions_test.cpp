@@ -105,7 +105,7 @@ TEST(PartitionPositions, ASnapshotYoungerThanTheWindowsIsReadAgainUpToTheCommitt
   p.restore({{0, 0, 100}}, kNow - 10 * 60 * 1000);
   p.assignment_begins();
   (void)p.assigned(kP0, p.take_restored(kP0));
-  EXPECT_EQ(p.snapshot_age(kNow), minutes(10));
+  EXPECT_EQ(p.snapshot_age(kP0, kNow), minutes(10));
   EXPECT_TRUE(p.start_behind_commit(kP0, 105, minutes(60), kNow));
   EXPECT_TRUE(p.replaying(0, 0, 100));
   EXPECT_TRUE(p.replaying(0, 0, 104));
@@ -159,10 +159,28 @@ TEST(PartitionPositions, ASnapshotAsOldAsTheWindowsStartsAtTheCommittedOffset) {
 TEST(PartitionPositions, ASnapshotFromBefore1970IsOlderThanAnyWindow) {
   partition_positions p;
   p.restore({{0, 0, 100}}, -5);
-  EXPECT_EQ(p.snapshot_age(kNow), milliseconds(std::numeric_limits<std::int64_t>::max()));
   p.assignment_begins();
   (void)p.assigned(kP0, p.take_restored(kP0));
+  EXPECT_EQ(p.snapshot_age(kP0, kNow), milliseconds(std::numeric_limits<std::int64_t>::max()));
   EXPECT_FALSE(p.start_behind_commit(kP0, 150, minutes(60 * 24 * 365), kNow));
+}
+
+// A shard restored from the state topic brings its partition's position and the time of its
+// own snapshot: each partition's age is its own.
+TEST(PartitionPositions, EachRestoredPartitionKeepsTheAgeOfItsOwnSnapshot) {
+  partition_positions p;
+  p.restore({{0, 0, 100}}, kNow - 60 * 60 * 1000);
+  p.restore_one(kP1, 70, kNow - 60 * 1000);
+  EXPECT_TRUE(p.has_restored(kP1));
+  p.assignment_begins();
+  (void)p.assigned(kP0, p.take_restored(kP0));
+  (void)p.assigned(kP1, p.take_restored(kP1));
+  EXPECT_FALSE(p.has_restored(kP1));
+  EXPECT_EQ(p.snapshot_age(kP0, kNow), minutes(60));
+  EXPECT_EQ(p.snapshot_age(kP1, kNow), minutes(1));
+  EXPECT_FALSE(p.start_behind_commit(kP0, 150, minutes(30), kNow));
+  EXPECT_TRUE(p.start_behind_commit(kP1, 90, minutes(30), kNow));
+  EXPECT_TRUE(p.replaying(0, 1, 80));
 }
 
 TEST(PartitionPositions, AReassignmentOrARevocationEndsTheReadingAgain) {

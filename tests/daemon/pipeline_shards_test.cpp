@@ -292,5 +292,42 @@ TEST(PipelineShards, ACorruptShardListIsRefusedAndLeavesNoShard) {
   EXPECT_EQ(feed(q, "z", 2), verdict::first_seen);
 }
 
+// The state topic's shard records: one partition's shard saved by itself and made another
+// pipeline's shard of that partition, in place of the one it had; the others are untouched.
+TEST(PipelineShards, OneShardTravelsByItself) {
+  pipeline p(sharded_config({"a", "b"}));
+  static_cast<void>(feed(p, "x", 2, kStart, 0));
+  static_cast<void>(feed(p, "x", 2, kStart, 0));
+  static_cast<void>(feed(p, "y", 1, kStart, 1));
+  EXPECT_EQ(p.save_shard(0, 3), std::nullopt);  // no message of a [3]
+  EXPECT_EQ(p.save_shard(1, 2), std::nullopt);
+  const std::optional<std::string> saved = p.save_shard(0, 2);
+  ASSERT_TRUE(saved.has_value());
+
+  pipeline q(sharded_config({"a", "b"}));
+  static_cast<void>(feed(q, "z", 2, kStart, 0));  // the shard the record replaces
+  static_cast<void>(feed(q, "w", 0, kStart, 1));
+  q.restore_shard(0, 2, *saved);
+  EXPECT_EQ(q.shard_count(), 2u);
+  EXPECT_EQ(q.estimate("x")->estimate, 2u);
+  EXPECT_EQ(q.estimate("z")->estimate, 0u);
+  EXPECT_EQ(q.estimate("w")->estimate, 1u);
+  EXPECT_EQ(feed(q, "x", 2, kStart + 1, 0), verdict::duplicate);
+  EXPECT_EQ(feed(q, "x", 1, kStart + 1, 0), verdict::first_seen);  // another partition
+
+  // A corrupt record, or one whose structures do not fit, leaves the partition without a
+  // shard; the others stay.
+  std::string corrupt = *saved;
+  corrupt.resize(corrupt.size() / 2);
+  EXPECT_THROW(q.restore_shard(0, 2, corrupt), state::snapshot_error);
+  EXPECT_EQ(q.estimate("x")->estimate, 1u);  // partition 1's
+  EXPECT_EQ(q.estimate("w")->estimate, 1u);
+  pipeline_config wider = sharded_config({"a", "b"});
+  wider.heavy_hitters->epsilon = 0.01;
+  pipeline r(wider);
+  EXPECT_THROW(r.restore_shard(0, 2, *saved), state::snapshot_error);
+  EXPECT_EQ(r.shard_count(), 0u);
+}
+
 }  // namespace
 }  // namespace sketchd

@@ -36,6 +36,7 @@ std::unique_ptr<app> app::build(const config& cfg) {
   std::unique_ptr<app> a(new app(cfg));
   if (!a->prepare()) return nullptr;
   a->start_kafka();
+  if (!a->open_state_topic()) return nullptr;
   a->start_processor();
   a->register_metrics();
   a->start_http();
@@ -74,6 +75,34 @@ void app::start_kafka() {
   module_logger("kafka")->info("embedded Kafka cluster (librdkafka mock) at {}", bootstrap_);
 }
 
+bool app::open_state_topic() {
+  if (!cfg_.state.topic) return true;
+  try {
+    state_topic_ = std::make_unique<state_topic>(cfg_, bootstrap_, topics_, pipelines_,
+                                                 std::chrono::seconds(30));
+    return true;
+  } catch (const std::exception& e) {
+    spdlog::critical("cannot use the state topic {}: {}", *cfg_.state.topic, e.what());
+    return false;
+  }
+}
+
+void app::restore_from_state_topic() {
+  std::vector<kafka::committed_metadata> taken;
+  for (const kafka::topic_partition& tp : state_topic_->assigned()) {
+    // A local snapshot's position serves first; a partition coming back in the same
+    // rebalance still has its shards.
+    if (proc_->has_restored_position(tp) || proc_->returning(tp)) continue;
+    std::optional<state_topic::restored> r = state_topic_->restore(tp);
+    if (!r) continue;
+    proc_->restore_position(tp, r->input_offset, r->created_ms);
+    if (!r->outputs.empty()) taken.push_back({tp, r->input_offset, std::move(r->outputs)});
+  }
+  // What the previous owner forwarded after its shards' snapshot is not forwarded again.
+  if (!taken.empty())
+    replay_after_takeover(cfg_, bootstrap_, taken, topics_, *proc_, kTakeoverReplayTimeout);
+}
+
 void app::start_processor() {
   std::vector<pipeline*> writers;
   for (const auto& p : pipelines_) writers.push_back(p.get());
@@ -110,6 +139,7 @@ void app::register_metrics() {
   consumed_counters_ = std::make_unique<consumed_counters>(registry_, topics_);
   for (const auto& p : pipelines_) p->register_metrics(registry_);
   proc_->register_metrics(registry_);
+  if (state_topic_) state_topic_->register_metrics(registry_);
   registry_.add([this](std::vector<prometheus::MetricFamily>& out) { collect_stall(ready_, out); });
   registry_.add(metrics::collect_process_metrics);
 }
@@ -142,7 +172,14 @@ void app::start_source() {
     proc_->assigned(tp, start);
     return start;
   });
-  source_->on_assignment([this] { proc_->assignment_begins(); });
+  source_->on_assignment([this] {
+    proc_->assignment_begins();
+    if (state_topic_) restore_from_state_topic();
+  });
+  if (state_topic_) {
+    source_->on_assignment_prepare(
+        [this](std::span<const kafka::topic_partition> assigned) { state_topic_->read(assigned); });
+  }
   // scope: partition sizes each partition's shard from the topics' partition counts.
   if (proc_->needs_partition_counts()) {
     source_->on_partition_counts(
@@ -175,10 +212,10 @@ void app::start_source() {
       [this](std::span<const kafka::topic_partition> revoked) { on_revoke(revoked); });
   registry_.add(
       [this](std::vector<prometheus::MetricFamily>& out) { collect_input(*source_, out); });
-  if (store_) {
-    snapshots_ =
-        std::make_unique<snapshotter>(registry_, cfg_.state, *store_, pipelines_, topics_, *proc_,
-                                      *source_, ready_, [this] { return stopping(); });
+  if (store_ || state_topic_) {
+    snapshots_ = std::make_unique<snapshotter>(registry_, cfg_.state, store_ ? &*store_ : nullptr,
+                                               state_topic_.get(), pipelines_, topics_, *proc_,
+                                               *source_, ready_, [this] { return stopping(); });
   }
   const auto log = module_logger("kafka");
   log->info("consuming topic(s) {} as group {} from {}", fmt::join(topics_, ", "),
@@ -195,7 +232,8 @@ void app::on_revoke(std::span<const kafka::topic_partition> revoked) {
   // last try, so that a stop with the output brokers down stays bounded.
   const std::chrono::seconds wait(stopping() ? 2 : 10);
   std::vector<kafka::partition_offset> offsets;
-  if (!proc_->flush(wait, offsets)) {
+  const bool delivered = proc_->flush(wait, offsets);
+  if (!delivered) {
     module_logger("kafka")->warn(
         "rebalance: outputs still undelivered after {} s; the revoked partitions are "
         "committed up to their first unacknowledged message, which their new owner reads "
@@ -204,6 +242,22 @@ void app::on_revoke(std::span<const kafka::topic_partition> revoked) {
         wait.count());
   }
   source_->store_offsets(offsets);
+  // The shards of the revoked partitions go to the state topic for their next owner: only
+  // once everything is delivered, so that their positions say exactly what they hold. At
+  // the stop, the final snapshot has written them (nothing was processed since).
+  if (state_topic_ && delivered && proc_->quiescent() && !stopping()) {
+    std::vector<kafka::partition_offset> positions;
+    for (const auto& o : proc_->positions()) {
+      const bool is_revoked = std::any_of(revoked.begin(), revoked.end(), [&](const auto& tp) {
+        return tp.topic_index == o.topic_index && tp.partition == o.partition;
+      });
+      if (is_revoked) positions.push_back(o);
+    }
+    std::vector<state::partition_offset> outputs;
+    for (const auto& [topic, partition, next] : proc_->output_ends())
+      outputs.push_back({topic, partition, next});
+    static_cast<void>(state_topic_->write(positions, outputs, wait));
+  }
   proc_->revoked(revoked);
 }
 
@@ -312,7 +366,10 @@ int app::shutdown(int status, bool hangup) {
             "windows miss the items since (exit status 1)");
         status = 1;
       } else {
-        state_log->info("final snapshot written to {}", cfg_.state.dir.value_or(""));
+        state_log->info("final snapshot written{}{}{}",
+                        cfg_.state.dir ? " to " + *cfg_.state.dir : "",
+                        cfg_.state.dir && cfg_.state.topic ? " and" : "",
+                        cfg_.state.topic ? " to the state topic " + *cfg_.state.topic : "");
       }
     } else {
       final_delivery(final_wait);

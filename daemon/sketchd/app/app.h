@@ -31,6 +31,7 @@
 #include "sketchd/app/backpressure.h"
 #include "sketchd/app/metrics.h"
 #include "sketchd/app/snapshotter.h"
+#include "sketchd/app/state_topic.h"
 #include "sketchd/app/summary.h"
 #include "sketchd/config/config.h"
 #include "sketchd/generator/generator.h"
@@ -73,6 +74,9 @@ class app {
   explicit app(const config& cfg);
   [[nodiscard]] bool prepare();  // the state, before anything is started
   void start_kafka();
+  [[nodiscard]] bool open_state_topic();  // state.topic: made sure of, or the start stops
+  // At an assignment: the partitions whose shards the state topic holds start from them.
+  void restore_from_state_topic();
   void start_processor();
   void register_metrics();
   void start_http();
@@ -106,6 +110,7 @@ class app {
   std::unique_ptr<consumed_counters> consumed_counters_;
   std::unique_ptr<http_server> http_;
   std::unique_ptr<kafka::source> source_;
+  std::unique_ptr<state_topic> state_topic_;
   std::unique_ptr<snapshotter> snapshots_;
   std::unique_ptr<generator> generator_;
   std::unique_ptr<summary_reporter> summary_;

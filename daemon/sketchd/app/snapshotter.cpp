@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "sketchd/app/backpressure.h"
+#include "sketchd/app/state_topic.h"
 #include "sketchd/app/wall_clock.h"
 #include "sketchd/http/server.h"
 #include "sketchd/kafka/source.h"
@@ -184,13 +185,15 @@ prometheus::Gauge& gauge(metrics::registry& registry, const char* name, const ch
 
 }  // namespace
 
-snapshotter::snapshotter(metrics::registry& registry, const state_config& cfg, state::store& store,
+snapshotter::snapshotter(metrics::registry& registry, const state_config& cfg, state::store* store,
+                         state_topic* shards,
                          const std::vector<std::unique_ptr<pipeline>>& pipelines,
                          const std::vector<std::string>& topics, processor& proc,
                          kafka::source& input, readiness& ready,
                          std::function<bool()> stop_requested)
     : cfg_(cfg),
       store_(store),
+      shards_(shards),
       pipelines_(pipelines),
       topics_(topics),
       proc_(proc),
@@ -208,8 +211,8 @@ snapshotter::snapshotter(metrics::registry& registry, const state_config& cfg, s
                     .Add({})),
       duration_seconds_(gauge(registry, "sketchd_snapshot_duration_seconds",
                               "Time the last snapshot took, delivery wait included.")),
-      size_bytes_(
-          gauge(registry, "sketchd_snapshot_size_bytes", "Size of the last snapshot file.")) {
+      size_bytes_(gauge(registry, "sketchd_snapshot_size_bytes",
+                        "Size of the last snapshot file (0 without state.dir).")) {
   gauge(registry, "sketchd_snapshot_interval_seconds",
         "state.snapshot_interval: how often a snapshot is taken.")
       .Set(std::chrono::duration<double>(cfg.snapshot_interval).count());
@@ -263,17 +266,33 @@ bool snapshotter::take(std::chrono::milliseconds wait, bool stoppable) {
     // Inside: encoding the state allocates as much as the state, which can fail too.
     state::snapshot snap;
     snap.created_ms = wall_ms();
-    for (const auto& o : proc_.positions())
+    const std::vector<kafka::partition_offset> positions = proc_.positions();
+    for (const auto& o : positions)
       snap.offsets.push_back({topics_[o.topic_index], o.partition, o.next_offset});
     for (const auto& [topic, partition, next] : proc_.output_ends())
       snap.outputs.push_back({topic, partition, next});
-    for (const auto& p : pipelines_) snap.pipelines.emplace_back(p->name(), p->save_state());
-    const auto written = store_.write(snap);
+    if (store_ != nullptr) {
+      for (const auto& p : pipelines_) snap.pipelines.emplace_back(p->name(), p->save_state());
+      const auto written = store_->write(snap);
+      snap.pipelines.clear();
+      size_bytes_.Set(static_cast<double>(written.bytes));
+      module_logger("state")->debug("snapshot written: {} bytes", written.bytes);
+    }
+    // Each shard by itself: its partition's position and the outputs' positions.
+    bool complete = true;
+    if (shards_ != nullptr) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          start + wait + std::chrono::seconds(30) - std::chrono::steady_clock::now());
+      complete = shards_->write(positions, snap.outputs,
+                                std::max<std::chrono::milliseconds>(left, std::chrono::seconds(5)));
+    }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    module_logger("state")->debug("snapshot written: {} bytes in {:.3f} s", written.bytes, seconds);
     duration_seconds_.Set(seconds);
-    size_bytes_.Set(static_cast<double>(written.bytes));
+    if (!complete) {
+      failed("some shards were not written to the state topic");
+      return false;
+    }
     last_success_seconds_.Set(static_cast<double>(snap.created_ms) / 1000.0);
     return true;
   } catch (const std::exception& e) {

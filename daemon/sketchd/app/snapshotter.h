@@ -1,5 +1,6 @@
 // The local snapshot of state.dir: restored at the start, taken every snapshot_interval
-// and at the stop, and its metrics (sketchd_snapshot_*).
+// and at the stop, and its metrics (sketchd_snapshot_*). The same snapshots write the shards
+// of the state topic (state.topic, app/state_topic.h), with or without a state.dir.
 //
 // A snapshot is taken only when every output is delivered: it then holds the pipelines'
 // state and the input positions it reflects exactly, and a restart resumes from them. It is
@@ -32,6 +33,8 @@ class source;
 
 namespace sketchd::app {
 
+class state_topic;
+
 // What a restore found: the input positions and when the snapshot was written.
 struct restored_state {
   std::vector<state::partition_offset> positions;
@@ -58,8 +61,9 @@ class snapshotter {
   // borrowed and must outlive the snapshotter. `topics` are the source's
   // (kafka::record::topic_index indexes them). `stop_requested` tells a periodic snapshot
   // to stop waiting.
-  snapshotter(metrics::registry& registry, const state_config& cfg, state::store& store,
-              const std::vector<std::unique_ptr<pipeline>>& pipelines,
+  // `store` (state.dir) or `shards` (state.topic) may be null, not both.
+  snapshotter(metrics::registry& registry, const state_config& cfg, state::store* store,
+              state_topic* shards, const std::vector<std::unique_ptr<pipeline>>& pipelines,
               const std::vector<std::string>& topics, processor& proc, kafka::source& input,
               readiness& ready, std::function<bool()> stop_requested);
 
@@ -80,7 +84,8 @@ class snapshotter {
   void failed(const std::string& why);
 
   const state_config& cfg_;
-  state::store& store_;
+  state::store* store_;
+  state_topic* shards_;
   const std::vector<std::unique_ptr<pipeline>>& pipelines_;
   const std::vector<std::string>& topics_;
   processor& proc_;

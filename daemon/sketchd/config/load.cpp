@@ -38,17 +38,19 @@ config read_config(checker& c, const YAML::Node& root) {
     c.error(m.mark(), "missing required key \"kafka\"");
   }
   if (const field* h = m.find("http")) cfg.http = config_detail::read_http(c, *h);
-  if (const field* s = m.find("state")) cfg.state = config_detail::read_state(c, *s);
+  const field* state = m.find("state");
+  if (state != nullptr) cfg.state = config_detail::read_state(c, *state);
   std::optional<std::vector<field>> elements;
   if (const auto p = m.require("pipelines")) {
     if ((elements = c.list(*p))) {
       if (elements->empty()) c.error(*p, "needs at least one pipeline");
-      cfg.pipelines = config_detail::read_pipelines(c, *elements);
+      cfg.pipelines = config_detail::read_pipelines(c, *elements, cfg.state.topic.has_value());
     }
   }
   const field* g = m.find("generator");
   if (g != nullptr) cfg.generator = config_detail::read_generator(c, *g);
   if (elements) config_detail::check_output_kinds(c, *elements, cfg.pipelines, g, cfg.generator);
+  if (cfg.state.topic) config_detail::check_state_topic(c, *state, cfg.pipelines, cfg.generator);
   if (const field* l = m.find("log")) cfg.log = config_detail::read_log(c, *l);
   const bool produces =
       std::any_of(cfg.pipelines.begin(), cfg.pipelines.end(), [](const pipeline_config& p) {

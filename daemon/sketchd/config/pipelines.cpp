@@ -194,7 +194,7 @@ std::vector<std::string> read_topics(checker& c, const field& t) {
 }
 
 pipeline_config read_pipeline(checker& c, const field& f,
-                              std::map<std::string, int, std::less<>>& names) {
+                              std::map<std::string, int, std::less<>>& names, bool state_topic) {
   pipeline_config p;
   p.at = position_of(mark_of(f));
   if (f.node.IsNull()) {  // a bare "-": one problem, not one per required key
@@ -215,6 +215,16 @@ pipeline_config read_pipeline(checker& c, const field& f,
   if (const auto i = m.require("item")) p.item = read_item(c, *i);
   m.read("clock", p.clock, choices(c, {clock_kind::event, clock_kind::wall}));
   m.read("scope", p.scope, choices(c, {state_scope::instance, state_scope::partition}));
+  if (state_topic) {
+    // The state topic holds one shard per input partition: an instance-wide state has none.
+    if (const auto s = m.get("scope"); s && p.scope == state_scope::instance) {
+      c.error(*s,
+              "state.topic keeps each input partition's shard on Kafka, and a pipeline with "
+              "scope: instance has none: remove scope (it is partition with state.topic) or set "
+              "it to partition");
+    }
+    p.scope = state_scope::partition;
+  }
   m.read("max_item_bytes", p.max_item_bytes, counts(c, 1, 1 << 20));
   if (const field* hh = m.find("heavy_hitters"))
     p.heavy_hitters = read_heavy_hitters(c, *hh, p.topics, p.scope);
@@ -319,10 +329,11 @@ field topic_field(const field& parent, std::string_view section, std::string_vie
 
 }  // namespace
 
-std::vector<pipeline_config> read_pipelines(checker& c, const std::vector<field>& elements) {
+std::vector<pipeline_config> read_pipelines(checker& c, const std::vector<field>& elements,
+                                            bool state_topic) {
   std::vector<pipeline_config> pipelines;
   std::map<std::string, int, std::less<>> names;
-  for (const field& e : elements) pipelines.push_back(read_pipeline(c, e, names));
+  for (const field& e : elements) pipelines.push_back(read_pipeline(c, e, names, state_topic));
   check_pipeline_loops(c, elements, pipelines);
   return pipelines;
 }

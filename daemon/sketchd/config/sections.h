@@ -59,9 +59,16 @@ void check_kafka_properties(checker& c, const property_positions& where, const k
 // pipelines (pipelines.cpp, sketch_sizes.cpp)
 
 // The pipelines of the list `elements` (the entries of pipelines), one per entry, and the
-// checks between them: pipelines that feed each other in a loop.
+// checks between them: pipelines that feed each other in a loop. With a `state_topic`,
+// every pipeline's scope is partition (scope: instance is an error).
 [[nodiscard]] std::vector<pipeline_config> read_pipelines(checker& c,
-                                                          const std::vector<field>& elements);
+                                                          const std::vector<field>& elements,
+                                                          bool state_topic);
+
+// The state topic is none of the topics the pipelines read or write, nor the generator's.
+void check_state_topic(checker& c, const field& state,
+                       const std::vector<pipeline_config>& pipelines,
+                       const std::optional<generator_config>& generator);
 
 // A topic sketchd writes to holds one kind of event, whichever pipelines write it, and
 // there are at most kMaxOutputs outputs: checked over the pipelines of `elements` and the

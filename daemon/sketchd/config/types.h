@@ -66,6 +66,12 @@ struct state_config {
   // the messages since the longest window of the pipelines reading it, up to the group's
   // committed offset, go into the windows without being forwarded.
   bool fill_from_log = true;
+  // The compacted Kafka topic of per-partition shard snapshots (docs/STATE-TOPIC.md); none
+  // when unset. With it, every pipeline's scope is partition.
+  std::optional<std::string> topic;
+  // The partitions the state topic is created with when missing; 0: as many as the input
+  // topic with the most partitions.
+  int topic_partitions = 0;
 };
 
 enum class item_source { key, value, json, header };

@@ -285,4 +285,22 @@ bool find_native_header(const void* context, std::string_view name, std::string_
   return false;
 }
 
+std::vector<std::uint32_t> partition_counts(rd_kafka_t* rk, const std::vector<std::string>& topics,
+                                            std::chrono::milliseconds timeout_each) {
+  std::vector<std::uint32_t> out(topics.size(), 0);
+  for (std::size_t i = 0; i < topics.size(); ++i) {
+    const std::unique_ptr<rd_kafka_topic_t, void (*)(rd_kafka_topic_t*)> topic(
+        rd_kafka_topic_new(rk, topics[i].c_str(), nullptr), rd_kafka_topic_destroy);
+    if (!topic) continue;
+    const rd_kafka_metadata_t* md = nullptr;
+    if (rd_kafka_metadata(rk, 0, topic.get(), &md, static_cast<int>(timeout_each.count())) !=
+        RD_KAFKA_RESP_ERR_NO_ERROR)
+      continue;
+    if (md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+      out[i] = static_cast<std::uint32_t>(std::max(md->topics[0].partition_cnt, 0));
+    rd_kafka_metadata_destroy(md);
+  }
+  return out;
+}
+
 }  // namespace sketchd::kafka

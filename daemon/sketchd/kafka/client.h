@@ -113,6 +113,13 @@ class client_config {
 // must not depend on or do.
 [[nodiscard]] property_map without_security(const property_map& properties);
 
+// The partition count of each of `topics` (counts[i] of topics[i]) from the cluster's
+// metadata, one request per topic within `timeout_each`: 0 for a topic the metadata does not
+// list, or when it does not answer in time. Never throws.
+[[nodiscard]] std::vector<std::uint32_t> partition_counts(rd_kafka_t* rk,
+                                                          const std::vector<std::string>& topics,
+                                                          std::chrono::milliseconds timeout_each);
+
 // The daemon's error code for librdkafka's: the same number.
 [[nodiscard]] constexpr error_code to_error_code(rd_kafka_resp_err_t err) noexcept {
   return static_cast<error_code>(err);

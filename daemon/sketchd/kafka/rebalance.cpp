@@ -263,36 +263,16 @@ void rebalance_handler::revoke(rd_kafka_topic_partition_list_t* partitions,
   }
 }
 
-namespace {
-
-// The partition count of each topic (0 when the metadata does not say within the timeout).
-std::vector<std::uint32_t> partition_counts(rd_kafka_t* rk,
-                                            const std::vector<std::string>& topics) {
-  constexpr int kTimeoutMs = 5000;
-  std::vector<std::uint32_t> out(topics.size(), 0);
-  for (std::size_t i = 0; i < topics.size(); ++i) {
-    const std::unique_ptr<rd_kafka_topic_t, void (*)(rd_kafka_topic_t*)> topic(
-        rd_kafka_topic_new(rk, topics[i].c_str(), nullptr), rd_kafka_topic_destroy);
-    if (!topic) continue;
-    const rd_kafka_metadata_t* md = nullptr;
-    if (rd_kafka_metadata(rk, 0, topic.get(), &md, kTimeoutMs) != RD_KAFKA_RESP_ERR_NO_ERROR)
-      continue;
-    if (md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR)
-      out[i] = static_cast<std::uint32_t>(std::max(md->topics[0].partition_cnt, 0));
-    rd_kafka_metadata_destroy(md);
-  }
-  return out;
-}
-
-}  // namespace
-
 void rebalance_handler::assign(rd_kafka_topic_partition_list_t* partitions,
                                std::span<const topic_partition> list) {
   assigned_once_ = true;
   std::vector<std::optional<std::int64_t>> starts(list.size());
   std::vector<std::optional<std::int64_t>> fill_since(list.size());
   std::vector<std::uint32_t> counts;
-  if (hooks_.on_partition_counts) counts = partition_counts(consumer_, topics_);
+  if (hooks_.on_partition_counts)
+    counts = partition_counts(consumer_, topics_, std::chrono::seconds(5));
+  // Slow reads for the owner to use, on this thread: the owner keeps processing meanwhile.
+  if (hooks_.on_assignment_prepare) hooks_.on_assignment_prepare(list);
   ahead_.run_on_owner([&] {
     if (hooks_.on_partition_counts) hooks_.on_partition_counts(counts);
     if (hooks_.on_assignment) hooks_.on_assignment();

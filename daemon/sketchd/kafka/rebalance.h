@@ -35,6 +35,7 @@ struct rebalance_hooks {
   std::function<void(std::span<const topic_partition>)> on_revoke;
   std::function<std::optional<std::int64_t>(const topic_partition&)> on_assign;
   std::function<void()> on_assignment;
+  std::function<void(std::span<const topic_partition>)> on_assignment_prepare;
   std::function<void(std::span<const std::uint32_t>)> on_partition_counts;
   std::function<bool(const topic_partition&, std::int64_t start, std::int64_t committed)>
       on_start_behind_commit;

@@ -187,6 +187,11 @@ class source {
   // metadata (0 when it did not answer within 5 s). Set only by who needs them: each
   // assignment then asks.
   void on_partition_counts(std::function<void(std::span<const std::uint32_t>)> hook);
+  // Called at every assignment with its partitions, before the hooks above, on the
+  // consumer's poller thread, not inside poll_batch(): for slow reads (the state topic)
+  // whose results the hooks above then use, while the owner goes on processing. It must
+  // not touch what the owner owns.
+  void on_assignment_prepare(std::function<void(std::span<const topic_partition>)> hook);
   // Called inside poll_batch(), after on_assign, for a partition whose start from on_assign
   // is behind the group's committed offset: true to start there anyway (the messages up to
   // the committed offset are read again), false to start at the committed offset. Without

@@ -98,6 +98,11 @@ void pipeline::keep_partitions(
     const std::function<bool(std::uint32_t topic, std::int32_t partition)>& keep) {
   if (!partition_scoped()) return;
   std::lock_guard lock(mutex_);
+  keep_partitions_locked(keep);
+}
+
+void pipeline::keep_partitions_locked(
+    const std::function<bool(std::uint32_t topic, std::int32_t partition)>& keep) {
   std::vector<std::unique_ptr<shard>> kept;
   kept.reserve(shards_.size());
   for (auto& s : shards_) {

@@ -186,6 +186,17 @@ class pipeline {
   // between batches.
   [[nodiscard]] std::string save_state() const;
   void restore_state(std::string_view state);
+  // scope: partition, the state topic (state/topic_store.h). save_shard() is the state of
+  // the shard of input partition (`topic`, an index into config().topics, `partition`):
+  // its structures (with the top-k candidates) without the parameters or the clock, which
+  // the shard record carries beside it; nullopt when the partition has no shard.
+  // restore_shard() makes such a state the partition's shard, in place of the one it has;
+  // the record's parameters were checked by the caller. Throws state::snapshot_error when the
+  // state is corrupt or its structures do not match the configuration (the partition then
+  // has no shard). Both take the lock; call them between batches.
+  [[nodiscard]] std::optional<std::string> save_shard(std::uint32_t topic,
+                                                      std::int32_t partition) const;
+  void restore_shard(std::uint32_t topic, std::int32_t partition, std::string_view state);
   // After restore_state(): why the heavy-hitter window was not restored while the rest of
   // the state was (its record is of an older library format, written before the Count-Min
   // rows' hashing changed: it starts empty), or nullopt.
@@ -229,6 +240,9 @@ class pipeline {
   [[nodiscard]] bool partition_scoped() const noexcept {
     return config_.scope == state_scope::partition;
   }
+  // keep_partitions() with the lock held.
+  void keep_partitions_locked(
+      const std::function<bool(std::uint32_t topic, std::int32_t partition)>& keep);
   // The resident shards' structures, for the combining readers (sketch/shards.h).
   [[nodiscard]] std::vector<const sketch::rolling_count_min*> heavy_shards() const;
   [[nodiscard]] std::vector<const sketch::rolling_bloom*> dedup_shards() const;
@@ -257,6 +271,8 @@ class pipeline {
   void collect_dedup(std::vector<prometheus::MetricFamily>& out) const;
   // save_state() and restore_state() of scope: partition (pipeline/state.cpp).
   void save_shards(state::binary_writer& w) const;
+  // One shard's structures, as save_shards() writes each and save_shard() writes one.
+  static void write_structures(state::binary_writer& w, const shard& s);
   void restore_shards(state::binary_reader& r,
                       const std::optional<sketch::rolling_count_min_options>& heavy_options,
                       const std::optional<sketch::rolling_bloom_options>& dedup_options);

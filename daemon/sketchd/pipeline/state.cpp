@@ -116,11 +116,30 @@ void pipeline::save_shards(state::binary_writer& w) const {
   for (const auto& s : shards_) {
     w.bytes(config_.topics[s->topic]);
     w.i32(s->partition);
-    w.u8(s->heavy ? 1 : 0);
-    if (s->heavy) w.bytes_with([&](std::string& o) { s->heavy->serialize_to(o); });
-    w.u8(s->dedup ? 1 : 0);
-    if (s->dedup) w.bytes_with([&](std::string& o) { s->dedup->serialize_to(o); });
+    write_structures(w, *s);
   }
+}
+
+void pipeline::write_structures(state::binary_writer& w, const shard& s) {
+  w.u8(s.heavy ? 1 : 0);
+  if (s.heavy) w.bytes_with([&](std::string& o) { s.heavy->serialize_to(o); });
+  w.u8(s.dedup ? 1 : 0);
+  if (s.dedup) w.bytes_with([&](std::string& o) { s.dedup->serialize_to(o); });
+}
+
+std::optional<std::string> pipeline::save_shard(std::uint32_t topic, std::int32_t partition) const {
+  if (!partition_scoped() || partition < 0 || topic >= shard_index_.size()) return std::nullopt;
+  std::lock_guard lock(mutex_);
+  const auto& index = shard_index_[topic];
+  const auto p = static_cast<std::size_t>(partition);
+  if (p >= index.size() || index[p] == nullptr) return std::nullopt;
+  const shard& s = *index[p];
+  std::string out;
+  out.reserve((s.heavy ? s.heavy->size_bytes() : 0) + (s.dedup ? s.dedup->size_bytes() : 0) +
+              (std::size_t{64} << 10));
+  state::binary_writer w(out);
+  write_structures(w, s);
+  return out;
 }
 
 namespace {
@@ -178,6 +197,23 @@ bool present(state::binary_reader& r) {
   const std::uint8_t flag = r.u8();
   if (flag > 1) r.fail("corrupt: a presence flag is neither 0 nor 1");
   return flag == 1;
+}
+
+// A shard's structures as write_structures() wrote them, checked against the options the
+// configuration builds (a Bloom shard holds its share of the capacity, sized from the
+// partition counts).
+template <class Shard>
+void read_shard_structures(state::binary_reader& r, Shard& s,
+                           const std::optional<sketch::rolling_count_min_options>& heavy_options,
+                           const std::optional<sketch::rolling_bloom_options>& dedup_options) {
+  try {
+    if (present(r)) s.heavy.emplace(sketch::rolling_count_min::deserialize(r.bytes()));
+    if (present(r)) s.dedup.emplace(sketch::rolling_bloom::deserialize(r.bytes()));
+  } catch (const sketch::format_error& e) {
+    r.fail(e.what());
+  }
+  if (!structures_match(s, heavy_options, dedup_options, true))
+    r.fail("the structures of a shard do not match the parameters");
 }
 
 }  // namespace
@@ -321,15 +357,7 @@ void pipeline::restore_shards(state::binary_reader& r,
     if (partition < 0) r.fail("corrupt: a shard of a negative partition");
     shard s;
     s.partition = partition;
-    try {
-      if (present(r)) s.heavy.emplace(sketch::rolling_count_min::deserialize(r.bytes()));
-      if (present(r)) s.dedup.emplace(sketch::rolling_bloom::deserialize(r.bytes()));
-    } catch (const sketch::format_error& e) {
-      r.fail(e.what());
-    }
-    // A Bloom shard holds its share of the capacity (sized from the partition counts).
-    if (!structures_match(s, heavy_options, dedup_options, true))
-      r.fail("the structures of a shard do not match the parameters");
+    read_shard_structures(r, s, heavy_options, dedup_options);
     const auto it = std::find(config_.topics.begin(), config_.topics.end(), topic);
     if (it == config_.topics.end()) continue;  // a topic no longer read
     s.topic = static_cast<std::uint32_t>(it - config_.topics.begin());
@@ -339,6 +367,38 @@ void pipeline::restore_shards(state::binary_reader& r,
     if (index[p] != nullptr) r.fail("corrupt: a partition's shard twice");
     index[p] = shards_.emplace_back(std::make_unique<shard>(std::move(s))).get();
   }
+}
+
+void pipeline::restore_shard(std::uint32_t topic, std::int32_t partition, std::string_view saved) {
+  if (!partition_scoped() || partition < 0 || topic >= shard_index_.size())
+    throw std::invalid_argument("restore_shard: not a partition-scoped shard");
+  const std::string what =
+      fmt::format("shard {} [{}] of pipeline {}", config_.topics[topic], partition, config_.name);
+  std::optional<sketch::rolling_count_min_options> heavy_options;
+  std::optional<sketch::rolling_bloom_options> dedup_options;
+  if (const auto& h = config_.heavy_hitters)
+    heavy_options = pipeline_options::count_min_of(*h, seed_);
+  if (const auto& d = config_.dedup) dedup_options = pipeline_options::bloom_of(*d, seed_);
+  std::lock_guard lock(mutex_);
+  // The partition's current shard goes first: the two are never held together.
+  keep_partitions_locked(
+      [&](std::uint32_t t, std::int32_t p) { return t != topic || p != partition; });
+  state::binary_reader r(saved, what);
+  shard s;
+  s.topic = topic;
+  s.partition = partition;
+  read_shard_structures(r, s, heavy_options, dedup_options);
+  r.done();
+  auto& index = shard_index_[topic];
+  const auto p = static_cast<std::size_t>(partition);
+  if (p >= index.size()) index.resize(p + 1, nullptr);
+  // Its rotations happened before: the counters of this run do not count them.
+  if (s.dedup) {
+    restored_rotations_by_time_ += s.dedup->rotations_by_time();
+    restored_rotations_by_capacity_ += s.dedup->rotations_by_capacity();
+  }
+  index[p] = shards_.emplace_back(std::make_unique<shard>(std::move(s))).get();
+  shards_changed_ = true;
 }
 
 }  // namespace sketchd

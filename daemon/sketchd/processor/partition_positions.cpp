@@ -29,28 +29,35 @@ void partition_positions::revoked(const kafka::topic_partition& tp) {
 void partition_positions::restore(const std::vector<kafka::partition_offset>& positions,
                                   std::int64_t snapshot_ms) {
   for (const auto& p : positions)
-    restored_[std::make_pair(p.topic_index, p.partition)] = p.next_offset;
-  restored_ms_ = snapshot_ms;
+    restored_[std::make_pair(p.topic_index, p.partition)] = {p.next_offset, snapshot_ms};
+}
+
+void partition_positions::restore_one(const kafka::topic_partition& tp, std::int64_t next_offset,
+                                      std::int64_t snapshot_ms) {
+  restored_[key_of(tp)] = {next_offset, snapshot_ms};
 }
 
 std::optional<std::int64_t> partition_positions::take_restored(const kafka::topic_partition& tp) {
   const auto it = restored_.find(key_of(tp));
   if (it == restored_.end()) return std::nullopt;
-  const std::int64_t start = it->second;
+  const restored_position start = it->second;
   restored_.erase(it);
-  return start;
+  started_from_ms_[key_of(tp)] = start.snapshot_ms;
+  return start.next_offset;
 }
 
-std::chrono::milliseconds partition_positions::snapshot_age(std::int64_t now_ms) const noexcept {
-  return std::chrono::milliseconds(restored_ms_ < 0 ? std::numeric_limits<std::int64_t>::max()
-                                                    : now_ms - restored_ms_);
+std::chrono::milliseconds partition_positions::snapshot_age(const kafka::topic_partition& tp,
+                                                            std::int64_t now_ms) const noexcept {
+  const auto it = started_from_ms_.find(key_of(tp));
+  if (it == started_from_ms_.end() || it->second < 0) return std::chrono::milliseconds::max();
+  return std::chrono::milliseconds(now_ms - it->second);
 }
 
 bool partition_positions::start_behind_commit(const kafka::topic_partition& tp,
                                               std::int64_t committed,
                                               std::chrono::milliseconds longest_window,
                                               std::int64_t now_ms) {
-  if (snapshot_age(now_ms) >= longest_window) {
+  if (snapshot_age(tp, now_ms) >= longest_window) {
     positions_[key_of(tp)] = committed;
     return false;
   }
@@ -96,7 +103,7 @@ std::vector<kafka::partition_offset> partition_positions::positions() const {
   // partitions' messages up to there, and a snapshot written now must say so. Not later:
   // a partition the group gives to another member is no longer this instance's.
   if (!assigned_any_) {
-    for (const auto& [k, next] : restored_) out.push_back({k.first, k.second, next});
+    for (const auto& [k, r] : restored_) out.push_back({k.first, k.second, r.next_offset});
   }
   return out;
 }

@@ -50,14 +50,28 @@ class partition_positions {
 
   // Positions restored from a snapshot written at `snapshot_ms` (wall clock).
   void restore(const std::vector<kafka::partition_offset>& positions, std::int64_t snapshot_ms);
+  // One partition's position, restored from a shard snapshot written at `snapshot_ms` (the
+  // state topic), in place of any it had.
+  void restore_one(const kafka::topic_partition& tp, std::int64_t next_offset,
+                   std::int64_t snapshot_ms);
+  // During an assignment: whether `tp` was revoked in the same rebalance.
+  [[nodiscard]] bool returning(const kafka::topic_partition& tp) const {
+    return returning_.contains(key_of(tp));
+  }
+  // Whether `tp` has a restored position not yet taken.
+  [[nodiscard]] bool has_restored(const kafka::topic_partition& tp) const {
+    return restored_.contains(key_of(tp));
+  }
   // The restored position of `tp`, once: later assignments of it have none.
   [[nodiscard]] std::optional<std::int64_t> take_restored(const kafka::topic_partition& tp);
-  // The snapshot's age at `now_ms`; the longest duration for a time before 1970 (never
-  // written by sketchd), without overflowing.
-  [[nodiscard]] std::chrono::milliseconds snapshot_age(std::int64_t now_ms) const noexcept;
+  // The age at `now_ms` of the snapshot `tp` last started from (take_restored()); the
+  // longest duration for a time before 1970 (never written by sketchd) or none, without
+  // overflowing.
+  [[nodiscard]] std::chrono::milliseconds snapshot_age(const kafka::topic_partition& tp,
+                                                       std::int64_t now_ms) const noexcept;
 
   // `tp`, just assigned at its restored position, is behind the group's `committed`
-  // offset. True when the snapshot is younger (at `now_ms`) than `longest_window`: the
+  // offset. True when its snapshot is younger (at `now_ms`) than `longest_window`: the
   // partition is read again up to `committed` (replaying()), its offsets before it never
   // stored. False otherwise: its position is `committed`, where its reading starts.
   [[nodiscard]] bool start_behind_commit(const kafka::topic_partition& tp, std::int64_t committed,
@@ -100,15 +114,20 @@ class partition_positions {
   static key key_of(const kafka::topic_partition& tp) { return {tp.topic_index, tp.partition}; }
 
   std::map<key, std::int64_t> positions_;  // assigned partitions; -1 while unknown
-  std::map<key, std::int64_t> restored_;
+  struct restored_position {
+    std::int64_t next_offset = 0;
+    std::int64_t snapshot_ms = 0;  // when its snapshot was written
+  };
+  std::map<key, restored_position> restored_;
+  // When the snapshot each partition last started from was written (take_restored()).
+  std::map<key, std::int64_t> started_from_ms_;
   // Partitions revoked since the last assignment, and, during an assignment, those revoked
   // before it: one assigned again in the same rebalance (an eager rebalance revokes every
   // partition and assigns them again; a lost assignment comes back) was counted here all
   // along, and is not taken over.
   std::set<key> revoked_;
   std::set<key> returning_;
-  std::int64_t restored_ms_ = 0;  // when the snapshot of restored_ was written
-  bool assigned_any_ = false;     // an assignment has come (even of no partition)
+  bool assigned_any_ = false;  // an assignment has come (even of no partition)
   // Partitions read again up to the group's committed offset (start_behind_commit): the
   // messages before it are not forwarded, and their offsets not stored.
   std::map<key, std::int64_t> read_again_until_;

@@ -434,7 +434,7 @@ bool processor::start_behind_commit(const kafka::topic_partition& tp, std::int64
         "partition {} [{}] starts at the group's committed offset {}, past the snapshot's {}: the "
         "snapshot is older ({} s) than the windows of the pipelines reading it, so the messages "
         "between are not read again (their items are not in this instance's windows)",
-        topic, tp.partition, committed, start, positions_.snapshot_age(now).count() / 1000);
+        topic, tp.partition, committed, start, positions_.snapshot_age(tp, now).count() / 1000);
     // The windows have expired since: they miss this partition's recent items.
     taken_over(tp);
     forwarded_before_.forget_before(tp.topic_index, tp.partition, committed);

@@ -93,6 +93,20 @@ class processor {
                          std::int64_t snapshot_ms) {
     positions_.restore(positions, snapshot_ms);
   }
+  // A partition's position restored from its shards' snapshot on the state topic, written at
+  // `snapshot_ms`; whether it has a restored position not taken yet.
+  void restore_position(const kafka::topic_partition& tp, std::int64_t next_offset,
+                        std::int64_t snapshot_ms) {
+    positions_.restore_one(tp, next_offset, snapshot_ms);
+  }
+  [[nodiscard]] bool has_restored_position(const kafka::topic_partition& tp) const {
+    return positions_.has_restored(tp);
+  }
+  // During an assignment: whether `tp` was revoked from this instance in the same rebalance
+  // (its shards are still resident).
+  [[nodiscard]] bool returning(const kafka::topic_partition& tp) const {
+    return positions_.returning(tp);
+  }
   // The start offset of a partition restored from a snapshot, once: later assignments of
   // it start at the committed offset.
   [[nodiscard]] std::optional<std::int64_t> take_restored_position(

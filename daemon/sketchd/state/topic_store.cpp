@@ -345,6 +345,9 @@ kafka::handle_ptr make_reader(const topic_store_options& o) {
   config.set_own("enable.partition.eof", "true");
   config.set_own("enable.auto.commit", "false");
   config.set_own("enable.auto.offset.store", "false");
+  // Retention (or the mock cluster's cap of 5 MiB per partition) may delete the first
+  // records while they are read: reading goes on from the new start, never from the end.
+  config.set_own("auto.offset.reset", "earliest");
   return std::move(config).create(RD_KAFKA_CONSUMER);
 }
 
