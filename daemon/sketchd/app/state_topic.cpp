@@ -170,6 +170,7 @@ void state_topic::read(std::span<const kafka::topic_partition> assigned) {
   assigned_.assign(assigned.begin(), assigned.end());
   if (ids.empty()) return;
   const auto log = module_logger("state");
+  const auto start = std::chrono::steady_clock::now();
   try {
     state::read_result found = store_->read(ids, parameters_, kReadTimeout);
     for (const std::string& why : found.skipped) log->warn("state topic {}: {}", name_, why);
@@ -201,8 +202,15 @@ void state_topic::read(std::span<const kafka::topic_partition> assigned) {
                 plausible.message);
       return true;
     });
-    log->info("state topic {}: {} of {} shard(s) found for the {} partition(s) assigned", name_,
-              read_.size(), ids.size(), assigned.size());
+    std::size_t bytes = 0;
+    for (const auto& [shard, snapshot] : read_) bytes += snapshot.state.size();
+    log->info(
+        "state topic {}: {} of {} shard(s) found for the {} partition(s) assigned ({} bytes, read "
+        "in {} ms)",
+        name_, read_.size(), ids.size(), assigned.size(), bytes,
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                              start)
+            .count());
   } catch (const std::exception& e) {
     log->warn(
         "state topic {}: cannot read the shards of the {} partition(s) assigned ({}); their "
