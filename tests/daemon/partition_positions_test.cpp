@@ -183,6 +183,26 @@ TEST(PartitionPositions, EachRestoredPartitionKeepsTheAgeOfItsOwnSnapshot) {
   EXPECT_TRUE(p.replaying(0, 1, 80));
 }
 
+// A partition started at a restored position may have it stored at once (its messages'
+// outputs were delivered), unless it is read again up to the group's commit; once.
+TEST(PartitionPositions, ARestoredStartIsStoredOnceUnlessReadAgain) {
+  partition_positions p;
+  p.restore({{0, 0, 100}, {0, 1, 50}}, kNow);
+  p.assignment_begins();
+  (void)p.assigned(kP0, p.take_restored(kP0));
+  (void)p.assigned(kP1, p.take_restored(kP1));
+  (void)p.assigned({0, 2}, std::nullopt);
+  EXPECT_TRUE(p.start_behind_commit(kP1, 80, minutes(60), kNow));
+  std::vector<kafka::partition_offset> out;
+  p.take_started(out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].partition, 0);
+  EXPECT_EQ(out[0].next_offset, 100);
+  out.clear();
+  p.take_started(out);
+  EXPECT_TRUE(out.empty());
+}
+
 TEST(PartitionPositions, AReassignmentOrARevocationEndsTheReadingAgain) {
   partition_positions p;
   p.restore({{0, 0, 100}, {0, 1, 100}}, kNow);

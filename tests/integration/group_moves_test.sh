@@ -17,7 +17,9 @@
 #     false-positive allowance (mean fpr·distinct per filter that saw the item, plus 5
 #     standard deviations of the binomial);
 #   - no duplicate downstream, kill -9 included;
-#   - every instance stopped with SIGTERM exits 0.
+#   - every instance stopped with SIGTERM exits 0;
+#   - with scope: partition, the members' heavy-hitter estimates of every item add up to
+#     within [count, count + εN] once the stream is consumed (see below).
 # Prints as figures: events forwarded, items lost, duplicates downstream (one item
 # forwarded more than once), and each member's resident memory at 1, 2 and 3 members.
 # Each instance keeps one Bloom filter over the partitions it reads; a partition's new
@@ -31,7 +33,8 @@
 # (scope: partition): the same checks hold, and a member's Bloom memory at 3 members is
 # below what the one member took alone (sketchd_bloom_size_bytes).
 #
-# With STATE_TOPIC=1 (scope partition), the members keep their shards on a state topic
+# With STATE_TOPIC=1 (scope partition; ctest runs it with KILLS=5), the members keep their
+# shards on a state topic
 # (state.topic, written every 2 s and at each revocation) and do not fill windows from
 # the log: a partition's new owner restores its shards from the topic, and the same checks
 # hold (without the topic, about 2,600 duplicates). Every member must have restored shards.
@@ -133,6 +136,11 @@ rss() {
 member_start a
 
 export BOOTSTRAP=$bootstrap
+# A pause of 0.35 s after every 50 events (about 100 s of stream), longer with more kills,
+# so that the stream lasts through every move: about 60 s before the kills, and 30 s per
+# kill (the session timeout, the group's rebalance, the rejoin).
+PAUSE=$(awk -v k="$kills" 'BEGIN { p = (60 + 30 * k) / 280; print (p < 0.35 ? 0.35 : p) }')
+export PAUSE
 "$python" - "$work/events" <<'EOF' >"$work/producer.log" 2>&1 &
 import os, subprocess, sys, time
 lines = open(sys.argv[1], "rb").read().splitlines(keepends=True)
@@ -141,14 +149,22 @@ kcat = subprocess.Popen(["kcat", "-P", "-b", os.environ["BOOTSTRAP"], "-t", "eve
 for i in range(0, len(lines), 50):
     kcat.stdin.write(b"".join(lines[i:i + 50]))
     kcat.stdin.flush()
-    time.sleep(0.35)
+    time.sleep(float(os.environ["PAUSE"]))
 kcat.stdin.close()
 sys.exit(kcat.wait())
 EOF
 producer_pid=$!
 itest_pids+=("$producer_pid")
+stream_started=$SECONDS
 
 settle
+# A's shards are made by the first messages of their partitions: wait until A holds all 8.
+deadline=$((SECONDS + 30 * slow))
+until [[ $(curl -sf --max-time 5 "http://127.0.0.1:${port_of[a]}/metrics" |
+  awk '$1 ~ /^sketchd_pipeline_shards/ { printf "%d", $2 }') == "$partitions" || $scope != partition ]]; do
+  ((SECONDS < deadline)) || fail "A did not hold a shard of each of the $partitions partitions within 30 s"
+  sleep 0.3
+done
 rss
 alone=$(bloom_bytes a)
 member_start b
@@ -171,7 +187,7 @@ settle
 member_start b
 settle
 for ((k = 1; k <= kills; k++)); do
-  sleep 2
+  sleep $((1 + k % 3))  # a crash at a different point of the stream each time
   member_kill b
   settle  # A alone, once the group has expelled B (its session timeout)
   member_start b
@@ -189,6 +205,46 @@ for name in "${!pid_of[@]}"; do
   daemon_pid=${pid_of[$name]}
   wait_committed "$(assigned "$name")" 60 1
 done
+# Heavy hitters that add up: the sum over the members of each item's estimate lies within
+# [truth, truth + the sum of their εN] (a Count-Min sketch never undercounts, and each
+# member's overcount is at most its εN with probability ≥ 1 − δ). With scope: partition, a
+# moved partition's counts leave with its shard, so nothing is counted twice; with
+# scope: instance, the member a partition left keeps counting its items in the one sketch it
+# has, and the sums are only printed. The heavy-hitter window is 5 minutes: when the stream
+# began longer ago than that (a slow build), items have left it and the lower bound is not
+# checked.
+ports=
+for name in "${!pid_of[@]}"; do ports+="${port_of[$name]} "; done
+"$python" - "$work/events" "$scope" "$((SECONDS - stream_started))" $ports <<'EOF' || fail "the members' heavy-hitter estimates do not add up"
+import json, math, sys, urllib.parse, urllib.request
+from collections import Counter
+events, scope, elapsed, ports = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+truth = Counter(line.split("|", 1)[0] for line in open(events))
+delta = 0.001  # heavy_hitters.delta's default
+bound = 0.0
+sums = Counter()
+for port in ports:
+    base = f"http://127.0.0.1:{port}/api/v1/pipelines/orders/estimate?item="
+    for item in truth:
+        with urllib.request.urlopen(base + urllib.parse.quote(item), timeout=5) as r:
+            e = json.load(r)
+        sums[item] += e["estimate"]
+    bound += e["error_bound"]
+under = sum(1 for i in truth if sums[i] < truth[i])
+over = sum(1 for i in truth if sums[i] > truth[i] + bound)
+worst = max(sums[i] - truth[i] for i in truth)
+# Each member's estimate of an item exceeds its εN with probability at most δ.
+allowance = len(ports) * delta * len(truth) + 5 * math.sqrt(len(ports) * delta * len(truth))
+print(f"figure: heavy-hitter sums over {len(ports)} member(s), scope {scope}: {under} of "
+      f"{len(truth)} items under their count, {over} over count + εN (εN summed: {bound:.1f}; "
+      f"allowance {allowance:.1f}), largest overcount {worst}")
+if scope != "partition":
+    sys.exit(0)
+if under and elapsed < 270:
+    sys.exit(f"problem: {under} items estimated below their count: a member lost counts")
+if over > allowance:
+    sys.exit(f"problem: {over} items over count + εN: counted twice")
+EOF
 for name in "${!pid_of[@]}"; do member_stop "$name"; done
 
 kcat -C -b "$bootstrap" -t unique -o beginning -e -q -f '%k\n' >"$work/unique.keys" || fail "kcat could not read unique"

@@ -17,10 +17,25 @@ bool partition_positions::assigned(const kafka::topic_partition& tp,
   // is known from its first message on, or from the snapshot it starts at.
   positions_[key_of(tp)] = start.value_or(-1);
   read_again_until_.erase(key_of(tp));
+  if (start) {
+    started_.insert(key_of(tp));
+  } else {
+    started_.erase(key_of(tp));
+  }
   return !start && returning_.count(key_of(tp)) == 0;
 }
 
+void partition_positions::take_started(std::vector<kafka::partition_offset>& out) {
+  for (const key& k : started_) {
+    const auto it = positions_.find(k);
+    if (it == positions_.end() || it->second < 0 || read_again_until_.contains(k)) continue;
+    out.push_back({k.first, k.second, it->second});
+  }
+  started_.clear();
+}
+
 void partition_positions::revoked(const kafka::topic_partition& tp) {
+  started_.erase(key_of(tp));
   revoked_.insert(key_of(tp));
   positions_.erase(key_of(tp));
   read_again_until_.erase(key_of(tp));
@@ -59,6 +74,7 @@ bool partition_positions::start_behind_commit(const kafka::topic_partition& tp,
                                               std::int64_t now_ms) {
   if (snapshot_age(tp, now_ms) >= longest_window) {
     positions_[key_of(tp)] = committed;
+    started_.erase(key_of(tp));  // the group's own offset: nothing to store
     return false;
   }
   read_again_until_[key_of(tp)] = committed;

@@ -41,6 +41,12 @@ class partition_positions {
   // is taken over: without a snapshot's position and not revoked from this instance in the
   // same rebalance, so that the windows have not counted its recent items.
   [[nodiscard]] bool assigned(const kafka::topic_partition& tp, std::optional<std::int64_t> start);
+  // The partitions assigned at a restored position since the last call, with their position,
+  // appended to `out`, unless they are read again up to the group's commit: a restored
+  // position reflects messages whose outputs were delivered, so it may be stored (and
+  // committed) at once. Without this, a partition started ahead of the group's commit (a
+  // shard written after it) would keep that commit, and no lag, until its next message.
+  void take_started(std::vector<kafka::partition_offset>& out);
   // `tp` is revoked: it has no position any more.
   // Whether the partition is assigned (from assigned() to revoked()).
   [[nodiscard]] bool is_assigned(const kafka::topic_partition& tp) const {
@@ -131,6 +137,7 @@ class partition_positions {
   // Partitions read again up to the group's committed offset (start_behind_commit): the
   // messages before it are not forwarded, and their offsets not stored.
   std::map<key, std::int64_t> read_again_until_;
+  std::set<key> started_;  // assigned at a restored position, for take_started()
 };
 
 }  // namespace sketchd
