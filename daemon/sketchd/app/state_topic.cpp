@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 #include "sketchd/app/wall_clock.h"
