@@ -382,6 +382,17 @@ TEST(Processor, PartitionShardsFollowTheAssignment) {
   EXPECT_EQ(pipe.counters().duplicates, 1u);  // partition 0 kept its shard
   EXPECT_EQ(pipe.estimate("y")->estimate, 0u);
 
+  // A revocation, a batch (which drops the shard), then the partition back (a lost
+  // assignment that returns): its state is gone, so it is taken over (filled from the log),
+  // not taken for one that kept its shard.
+  const kafka::topic_partition zero[] = {{0, 0}};
+  proc.revoked(zero);
+  proc.process({}, now_ms());
+  EXPECT_EQ(pipe.shard_count(), 1u);
+  proc.assignment_begins();
+  proc.assigned({0, 0}, std::nullopt);
+  EXPECT_TRUE(proc.fill_since({0, 0}).has_value());
+
   // Restored from the snapshot: partition 2 assigned with its position keeps its shard,
   // partition 1 assigned without one loses it.
   pipeline restored{cfg.pipelines[0]};

@@ -53,6 +53,12 @@ class partition_positions {
     return positions_.contains(key_of(tp));
   }
   void revoked(const kafka::topic_partition& tp);
+  // `tp`, revoked, lost the state it had here (scope: partition drops its shards): assigned
+  // again, even in the same rebalance, it is taken over.
+  void forget_revoked(const kafka::topic_partition& tp) {
+    revoked_.erase(key_of(tp));
+    returning_.erase(key_of(tp));
+  }
 
   // Positions restored from a snapshot written at `snapshot_ms` (wall clock).
   void restore(const std::vector<kafka::partition_offset>& positions, std::int64_t snapshot_ms);

@@ -316,15 +316,23 @@ bool processor::needs_partition_counts() const {
 
 void processor::drop_unassigned_shards() {
   drop_unassigned_shards_ = false;
+  std::vector<kafka::topic_partition> dropped;
   for (std::size_t i = 0; i < pipelines_.size(); ++i) {
     if (pipelines_[i]->config().scope != state_scope::partition) continue;
     const std::vector<std::string>& local = pipelines_[i]->config().topics;
     pipelines_[i]->keep_partitions([&](std::uint32_t topic, std::int32_t partition) {
       const auto it = std::find(topics_.begin(), topics_.end(), local[topic]);
-      return it != topics_.end() &&
-             positions_.is_assigned({static_cast<std::size_t>(it - topics_.begin()), partition});
+      if (it == topics_.end()) return false;
+      const kafka::topic_partition tp{static_cast<std::size_t>(it - topics_.begin()), partition};
+      if (positions_.is_assigned(tp)) return true;
+      dropped.push_back(tp);
+      return false;
     });
   }
+  // A partition whose shard is gone is no longer one that comes back with its state: when it
+  // is assigned again (a lost assignment that returns, a revocation and an assignment in two
+  // rebalances), it is taken over, restored or filled like any other.
+  for (const kafka::topic_partition& tp : dropped) positions_.forget_revoked(tp);
 }
 
 void processor::drop_shard(const kafka::topic_partition& tp) {
