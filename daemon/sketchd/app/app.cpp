@@ -93,7 +93,8 @@ void app::restore_from_state_topic() {
     // A local snapshot's position serves first; a partition coming back in the same
     // rebalance still has its shards.
     if (proc_->has_restored_position(tp) || proc_->returning(tp)) continue;
-    std::optional<state_topic::restored> r = state_topic_->restore(tp);
+    std::optional<state_topic::restored> r =
+        state_topic_->restore(tp, proc_->longest_window(tp.topic_index));
     if (!r) continue;
     proc_->restore_position(tp, r->input_offset, r->created_ms);
     if (!r->outputs.empty()) taken.push_back({tp, r->input_offset, std::move(r->outputs)});

@@ -184,16 +184,25 @@ void state_topic::read(std::span<const kafka::topic_partition> assigned) {
     // Another incarnation of the input topic (deleted and created again) has a log that ends
     // before the shard's offset: its shards are not of this log. Topic ids would tell; the
     // mock cluster and brokers before 2.8 have none.
+    // Asked once per input partition, whatever the number of pipelines reading it.
+    std::map<std::pair<std::string, std::int32_t>,
+             std::optional<std::pair<std::int64_t, std::int64_t>>>
+        logs;
     std::erase_if(read_, [&](const auto& entry) {
       const state::shard_snapshot& s = entry.second;
-      std::int64_t low = 0;
-      std::int64_t high = 0;
-      if (kafka::query_watermarks(metadata_.get(), s.shard.topic.c_str(), s.shard.partition, &low,
-                                  &high, 5000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        return false;  // unknown: the group's committed offset is checked by the source
+      const auto [it, fresh] = logs.try_emplace({s.shard.topic, s.shard.partition});
+      if (fresh) {
+        std::int64_t low = 0;
+        std::int64_t high = 0;
+        if (kafka::query_watermarks(metadata_.get(), s.shard.topic.c_str(), s.shard.partition, &low,
+                                    &high, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+          it->second.emplace(low, high);
+        }
       }
+      // Unknown: the group's committed offset is checked by the source.
+      if (!it->second) return false;
       const state::offset_plausibility plausible =
-          state::check_input_offset(s.shard, s.input_offset, low, high);
+          state::check_input_offset(s.shard, s.input_offset, it->second->first, it->second->second);
       if (plausible.usable()) {
         if (!plausible.message.empty()) log->warn("state topic {}: {}", name_, plausible.message);
         return false;
@@ -225,7 +234,8 @@ std::vector<kafka::topic_partition> state_topic::assigned() {
   return assigned_;
 }
 
-std::optional<state_topic::restored> state_topic::restore(const kafka::topic_partition& tp) {
+std::optional<state_topic::restored> state_topic::restore(
+    const kafka::topic_partition& tp, std::chrono::milliseconds longest_window) {
   const auto log = module_logger("state");
   const std::string& topic = topics_[tp.topic_index];
   const auto readers = readers_of(tp.topic_index);
@@ -258,14 +268,8 @@ std::optional<state_topic::restored> state_topic::restore(const kafka::topic_par
                                 found.front().input_offset, s.input_offset));
     }
   }
-  std::chrono::milliseconds longest{0};
-  for (const auto& [p, t] : readers) {
-    const pipeline_config& pc = p->config();
-    if (pc.heavy_hitters) longest = std::max(longest, pc.heavy_hitters->window);
-    if (pc.dedup) longest = std::max(longest, pc.dedup->window);
-  }
   const std::int64_t created = found.front().created_ms;
-  if (wall_ms() - created >= longest.count()) {
+  if (wall_ms() - created >= longest_window.count()) {
     return refuse(
         fmt::format("written {} s ago, longer ago than the windows", (wall_ms() - created) / 1000));
   }

@@ -84,8 +84,10 @@ class state_topic {
     std::string outputs;
   };
   // The processing thread: restores the shards read for `tp` into the pipelines, or nothing
-  // (logged) when there are none, they disagree, have expired or do not fit.
-  [[nodiscard]] std::optional<restored> restore(const kafka::topic_partition& tp);
+  // (logged) when there are none, they disagree, are as old as `longest_window` (the longest
+  // window of the pipelines reading it) or do not fit.
+  [[nodiscard]] std::optional<restored> restore(const kafka::topic_partition& tp,
+                                                std::chrono::milliseconds longest_window);
 
  private:
   // The pipelines reading source topic `topic_index`, with that topic's index in each.

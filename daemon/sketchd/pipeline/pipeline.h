@@ -271,6 +271,11 @@ class pipeline {
   void collect_dedup(std::vector<prometheus::MetricFamily>& out) const;
   // save_state() and restore_state() of scope: partition (pipeline/state.cpp).
   void save_shards(state::binary_writer& w) const;
+  // What the configuration builds (heavy hitters, dedup), without building it: what a
+  // restored structure must match.
+  [[nodiscard]] std::pair<std::optional<sketch::rolling_count_min_options>,
+                          std::optional<sketch::rolling_bloom_options>>
+  structure_options() const;
   // One shard's structures, as save_shards() writes each and save_shard() writes one.
   static void write_structures(state::binary_writer& w, const shard& s);
   void restore_shards(state::binary_reader& r,

@@ -269,6 +269,16 @@ std::optional<std::string> pipeline::state_mismatch(const std::string& name,
   return fmt::format("made under other parameters ({})", fmt::join(differences, "; "));
 }
 
+std::pair<std::optional<sketch::rolling_count_min_options>,
+          std::optional<sketch::rolling_bloom_options>>
+pipeline::structure_options() const {
+  std::optional<sketch::rolling_count_min_options> heavy;
+  std::optional<sketch::rolling_bloom_options> dedup;
+  if (const auto& h = config_.heavy_hitters) heavy = pipeline_options::count_min_of(*h, seed_);
+  if (const auto& d = config_.dedup) dedup = pipeline_options::bloom_of(*d, seed_);
+  return {heavy, dedup};
+}
+
 void pipeline::restore_state(std::string_view saved) {
   if (auto mismatch = state_mismatch(config_.name, parameters_, saved)) {
     throw state::mismatch_error(*mismatch);
@@ -280,11 +290,7 @@ void pipeline::restore_state(std::string_view saved) {
   // corrupt, empty ones take their place.
   std::lock_guard lock(mutex_);
   // What the configuration builds, without building it.
-  std::optional<sketch::rolling_count_min_options> heavy_options;
-  std::optional<sketch::rolling_bloom_options> dedup_options;
-  if (const auto& h = config_.heavy_hitters)
-    heavy_options = pipeline_options::count_min_of(*h, seed_);
-  if (const auto& d = config_.dedup) dedup_options = pipeline_options::bloom_of(*d, seed_);
+  const auto [heavy_options, dedup_options] = structure_options();
   shards_.clear();
   for (auto& index : shard_index_) index.clear();
   heavy_set_.clear();
@@ -374,11 +380,7 @@ void pipeline::restore_shard(std::uint32_t topic, std::int32_t partition, std::s
     throw std::invalid_argument("restore_shard: not a partition-scoped shard");
   const std::string what =
       fmt::format("shard {} [{}] of pipeline {}", config_.topics[topic], partition, config_.name);
-  std::optional<sketch::rolling_count_min_options> heavy_options;
-  std::optional<sketch::rolling_bloom_options> dedup_options;
-  if (const auto& h = config_.heavy_hitters)
-    heavy_options = pipeline_options::count_min_of(*h, seed_);
-  if (const auto& d = config_.dedup) dedup_options = pipeline_options::bloom_of(*d, seed_);
+  const auto [heavy_options, dedup_options] = structure_options();
   std::lock_guard lock(mutex_);
   // The partition's current shard goes first: the two are never held together.
   keep_partitions_locked(

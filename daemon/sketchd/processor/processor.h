@@ -102,6 +102,9 @@ class processor {
   [[nodiscard]] bool has_restored_position(const kafka::topic_partition& tp) const {
     return positions_.has_restored(tp);
   }
+  // The longest heavy_hitters or dedup window of the pipelines reading source topic
+  // `topic_index`.
+  [[nodiscard]] std::chrono::milliseconds longest_window(std::size_t topic_index) const;
   // During an assignment: whether `tp` was revoked from this instance in the same rebalance
   // (its shards are still resident).
   [[nodiscard]] bool returning(const kafka::topic_partition& tp) const {
@@ -236,8 +239,6 @@ class processor {
   // one partition.
   void drop_unassigned_shards();
   void drop_shard(const kafka::topic_partition& tp);
-  // The longest heavy-hitter or dedup window of the pipelines reading the topic.
-  [[nodiscard]] std::chrono::milliseconds longest_window(std::size_t topic_index) const;
   // process(): the pipelines' verdicts on the batch (their state published and released
   // before return); then each message's outputs forwarded; then what follows a batch.
   void run_pipelines(std::span<const kafka::record> batch, std::int64_t wall_ms);
