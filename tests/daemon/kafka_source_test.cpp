@@ -717,6 +717,32 @@ TEST(SourceRestart, ACommitBeyondTheLogsEndIsTakenAsTheLogsEnd) {
   r.src.close();
 }
 
+// A partition started at a restored position ahead of the group's commit (a shard written
+// after it) has that position stored, and committed, though no message of it comes: stored
+// from on_assigned, once the partition is the consumer's. (Stored before, from on_assign,
+// librdkafka refuses it, and the assignment would reset it.)
+TEST(SourceRestart, ARestoredStartStoredOnceAssignedIsCommittedWithoutAMessage) {
+  constexpr int kEach = 100;
+  mock_cluster cluster;
+  cluster.create_topic("events", kPartitions);
+  produce_interleaved(cluster, kPartitions * kEach);
+  commit_offsets(cluster, "restart", {{0, 60}, {1, kEach}, {2, kEach}, {3, kEach}});
+  restarted r(options_for(cluster, "restart"), {{0, kEach}}, /*behind_answer=*/false,
+              /*want_known=*/false);
+  int told = 0;
+  r.src.on_assigned([&] {
+    ++told;
+    const std::vector<partition_offset> started{{0, 0, kEach}};
+    r.src.store_offsets(started);
+  });
+  r.join(kPartitions);
+  ASSERT_EQ(r.assigned.size(), static_cast<std::size_t>(kPartitions));
+  r.src.close();
+  EXPECT_EQ(told, 1);
+  EXPECT_EQ(r.first, (std::map<std::int32_t, std::int64_t>{}));  // nothing past the ends
+  EXPECT_EQ(committed(cluster, "restart"), (std::vector<std::int64_t>(kPartitions, kEach)));
+}
+
 // --- Filling the windows from the log: a partition assigned without a start. ------------
 
 std::int64_t now_ms() {

@@ -173,6 +173,11 @@ void app::start_source() {
     proc_->assigned(tp, start);
     return start;
   });
+  source_->on_assigned([this] {
+    std::vector<kafka::partition_offset> started;
+    proc_->take_started(started);
+    source_->store_offsets(started);
+  });
   source_->on_assignment([this] {
     proc_->assignment_begins();
     if (state_topic_) restore_from_state_topic();

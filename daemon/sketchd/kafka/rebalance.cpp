@@ -221,12 +221,16 @@ void rebalance_handler::on_rebalance(rd_kafka_resp_err_t err,
   const bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(consumer_), "COOPERATIVE") == 0;
   const bool assigning = err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
   const std::vector<topic_partition> list = indexed(partitions);
+  bool restored = false;
   if (assigning) {
-    assign(partitions, list);
+    restored = assign(partitions, list);
   } else {
     revoke(partitions, list);
   }
   apply(assigning, cooperative, partitions);
+  // Offsets can be stored for the partitions only now: before, librdkafka refuses them
+  // (not assigned), and the assignment resets what was stored.
+  if (restored && hooks_.on_assigned) ahead_.run_on_owner([&] { hooks_.on_assigned(); });
 }
 
 void rebalance_handler::revoke(rd_kafka_topic_partition_list_t* partitions,
@@ -263,7 +267,7 @@ void rebalance_handler::revoke(rd_kafka_topic_partition_list_t* partitions,
   }
 }
 
-void rebalance_handler::assign(rd_kafka_topic_partition_list_t* partitions,
+bool rebalance_handler::assign(rd_kafka_topic_partition_list_t* partitions,
                                std::span<const topic_partition> list) {
   assigned_once_ = true;
   std::vector<std::optional<std::int64_t>> starts(list.size());
@@ -321,7 +325,7 @@ void rebalance_handler::assign(rd_kafka_topic_partition_list_t* partitions,
     });
   }
   tell_taken_over(partitions, list, starts, commits);
-  if (behind.empty()) return;
+  if (behind.empty()) return restored;
   std::vector<bool> start_behind(behind.size(), false);
   ahead_.run_on_owner([&] {
     if (!hooks_.on_start_behind_commit) return;
@@ -333,6 +337,7 @@ void rebalance_handler::assign(rd_kafka_topic_partition_list_t* partitions,
   for (std::size_t j = 0; j < behind.size(); ++j) {
     if (!start_behind[j]) partitions->elems[behind[j].index].offset = behind[j].committed;
   }
+  return restored;
 }
 
 void rebalance_handler::tell_taken_over(const rd_kafka_topic_partition_list_t* partitions,

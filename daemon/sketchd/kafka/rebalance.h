@@ -43,6 +43,7 @@ struct rebalance_hooks {
   std::function<std::optional<std::int64_t>(const topic_partition&)> on_fill_since;
   std::function<void(const topic_partition&, const fill_outcome&)> on_filled;
   std::function<void(std::span<const committed_metadata>)> on_taken_over;
+  std::function<void()> on_assigned;
   // The source's: the offsets to commit before `revoked` go (null when none; when
   // `closing`, only what was stored since the close's commit), which are then no longer the
   // source's to commit.
@@ -98,7 +99,8 @@ class rebalance_handler {
   // The source's index of each of `partitions`.
   std::vector<topic_partition> indexed(const rd_kafka_topic_partition_list_t* partitions) const;
   void revoke(rd_kafka_topic_partition_list_t* partitions, std::span<const topic_partition> list);
-  void assign(rd_kafka_topic_partition_list_t* partitions, std::span<const topic_partition> list);
+  // True when one of `partitions` starts at a position from on_assign.
+  bool assign(rd_kafka_topic_partition_list_t* partitions, std::span<const topic_partition> list);
   // The fills of the partitions `since` asks a time for (by index in `partitions`): their
   // starts set in `partitions` where they are filled; see source::on_fill_since().
   std::vector<fill_outcome> fill_from_log(rd_kafka_topic_partition_list_t* partitions,

@@ -284,6 +284,9 @@ void source::on_assign(std::function<std::optional<std::int64_t>(const topic_par
 void source::on_assignment(std::function<void()> hook) {
   rebalance_->hooks().on_assignment = std::move(hook);
 }
+void source::on_assigned(std::function<void()> hook) {
+  rebalance_->hooks().on_assigned = std::move(hook);
+}
 void source::on_assignment_prepare(std::function<void(std::span<const topic_partition>)> hook) {
   rebalance_->hooks().on_assignment_prepare = std::move(hook);
 }

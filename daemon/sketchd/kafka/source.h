@@ -179,6 +179,11 @@ class source {
   // Called inside poll_batch() when a partition is assigned: the offset to start at, or
   // nullopt for the committed offset (or auto.offset.reset).
   void on_assign(std::function<std::optional<std::int64_t>(const topic_partition&)> hook);
+  // Called inside poll_batch() once the partitions of an assignment are the consumer's,
+  // before any of their messages is handed over, when on_assign gave one of them a start:
+  // from then on store_offsets() can store their offsets (before, librdkafka refuses them,
+  // and the assignment would reset them).
+  void on_assigned(std::function<void()> hook);
   // Called inside poll_batch() at every assignment, before on_assign for each of its
   // partitions: also for an assignment of none.
   void on_assignment(std::function<void()> hook);

@@ -261,7 +261,6 @@ void processor::forward_failed(const route& r, kafka::error_code err, std::strin
 }
 
 void processor::drain(std::vector<kafka::partition_offset>& out) {
-  positions_.take_started(out);
   tracker_.drain_committable(
       [&](std::size_t topic_index, std::int32_t partition, std::int64_t next) {
         const partition_positions::delivery_step step =

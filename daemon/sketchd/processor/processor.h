@@ -127,6 +127,10 @@ class processor {
   // the windows): it starts at `committed`. Either way it is logged.
   [[nodiscard]] bool start_behind_commit(const kafka::topic_partition& tp, std::int64_t start,
                                          std::int64_t committed);
+  // The partitions assigned at a restored position since the last call, with it, for the
+  // input to store (see partition_positions::take_started): called once they are the
+  // consumer's (kafka::source::on_assigned), before their first message.
+  void take_started(std::vector<kafka::partition_offset>& out) { positions_.take_started(out); }
   // A partition assigned without a snapshot's position starts reading at `start` (see
   // kafka::source::on_start_known): its state position until its first message is
   // processed, so that a snapshot written before then holds it.
