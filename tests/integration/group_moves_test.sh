@@ -18,8 +18,10 @@
 #     standard deviations of the binomial);
 #   - no duplicate downstream, kill -9 included;
 #   - every instance stopped with SIGTERM exits 0;
-#   - with scope: partition, the members' heavy-hitter estimates of every item add up to
-#     within [count, count + εN] once the stream is consumed (see below).
+#   - with scope: partition, the members' heavy-hitter estimates add up: after every move,
+#     no sum of 64 items' estimates over the members exceeds the item's count in what was
+#     produced so far plus Σ εN (nothing counted twice); once the stream is consumed, every
+#     item's sum lies within [count, count + Σ εN] (see below).
 # Prints as figures: events forwarded, items lost, duplicates downstream (one item
 # forwarded more than once), and each member's resident memory at 1, 2 and 3 members.
 # Each instance keeps one Bloom filter over the partitions it reads; a partition's new
@@ -33,10 +35,10 @@
 # (scope: partition): the same checks hold, and a member's Bloom memory at 3 members is
 # below what the one member took alone (sketchd_bloom_size_bytes).
 #
-# With STATE_TOPIC=1 (scope partition; ctest runs it with KILLS=5), the members keep their
-# shards on a state topic
-# (state.topic, written every 2 s and at each revocation) and do not fill windows from
-# the log: a partition's new owner restores its shards from the topic, and the same checks
+# With STATE_TOPIC=1 (scope partition; ctest runs it with KILLS=10, 5 under a sanitizer),
+# the members keep their shards on a state topic (state.topic, written every 2 s and at
+# each revocation) and do not fill windows from the log: a partition's new owner restores
+# its shards from the topic, and the same checks
 # hold (without the topic, about 2,600 duplicates). Every member must have restored shards.
 #
 # Usage: [SCOPE=instance|partition] [KILLS=N] [STATE_TOPIC=1] group_moves_test.sh PATH/TO/sketchd
@@ -60,7 +62,12 @@ start_mock_kafka "events:$partitions" "unique:$partitions" "sketchd-state:$parti
 recurring_events 20261129 3500 4
 
 # config NAME PORT: a member of the group, forwarding first-seen events.
-config() { group_member_config "$work/$1.yaml" "$2" itest-moves "$fpr" "$scope" "$state"; }
+# The heavy-hitter window (15 minutes) holds the whole stream, even with KILLS=10 and a
+# sanitizer's slowness, so that the final sums can be checked against every item's count.
+hh_window_s=900
+config() {
+  group_member_config "$work/$1.yaml" "$2" itest-moves "$fpr" "$scope" "$state" "${hh_window_s}s"
+}
 
 declare -A pid_of port_of
 filters=0  # the Bloom filters that have seen items: one per start of a member
@@ -99,7 +106,7 @@ assigned() {
 }
 
 # settle: waits (at most 60 s) until the running members hold every partition between
-# them, each at least one.
+# them, each at least one; then, once the stream runs, checks the heavy-hitter sums.
 settle() {
   local deadline=$((SECONDS + 60 * slow)) name sum shares
   while :; do
@@ -112,7 +119,11 @@ settle() {
       sum=$((sum + n))
       shares+="$name $n "
     done
-    ((sum == partitions)) && { log "group settled: $shares"; return 0; }
+    if ((sum == partitions)); then
+      log "group settled: $shares"
+      [[ -z ${producer_pid:-} ]] || hh_sums during
+      return 0
+    fi
     ((SECONDS < deadline)) || fail "the group did not settle within 60 s (${shares:-a member holds none})"
     sleep 0.3
   done
@@ -133,9 +144,72 @@ rss() {
   echo "figure: scope $scope, memory with ${#pid_of[@]} member(s): $out"
 }
 
+# Heavy hitters that add up: the sum over the members of an item's estimate lies within
+# [count, count + the sum of their εN] (a Count-Min sketch never undercounts, and each
+# member's overcount is at most its εN with probability ≥ 1 − δ). With scope: partition, a
+# moved partition's counts leave with its shard, so nothing is counted twice; with
+# scope: instance, the member a partition left keeps counting its items in the one sketch it
+# has, and the sums are only printed.
+# hh_sums during: after a move, while the stream runs, for the stream's first 64 distinct
+# items: only the upper bound, against their counts in what the producer has written so far
+# (the file `produced`, written before each chunk goes out, read after the estimates): a
+# moving partition's counts are in transit while its new owner restores or fills them.
+# hh_sums end: once everything is consumed, both bounds for every item; the lower one only
+# when the stream began less than a heavy-hitter window ago.
+cat >"$work/hh_sums.py" <<'EOF'
+import json, math, os, sys, urllib.parse, urllib.request
+from collections import Counter
+events, scope, mode, elapsed, window_s = sys.argv[1:6]
+elapsed, window_s = int(elapsed), int(window_s)
+produced_file, ports = sys.argv[6], sys.argv[7:]
+lines = [line.split("|", 1)[0] for line in open(events)]
+if mode == "during":
+    items = list(dict.fromkeys(lines))[:64]
+else:
+    items = list(dict.fromkeys(lines))
+delta = 0.001  # heavy_hitters.delta's default
+bound = 0.0
+sums = Counter()
+for port in ports:
+    base = f"http://127.0.0.1:{port}/api/v1/pipelines/orders/estimate?item="
+    for item in items:
+        with urllib.request.urlopen(base + urllib.parse.quote(item), timeout=5) as r:
+            e = json.load(r)
+        sums[item] += e["estimate"]
+    bound += e["error_bound"]
+if mode == "end":
+    produced = len(lines)
+else:  # nothing yet before the producer's first chunk
+    produced = int(open(produced_file).read() or 0) if os.path.exists(produced_file) else 0
+truth = Counter(lines[:produced])
+under = sum(1 for i in items if sums[i] < truth[i])
+over = sum(1 for i in items if sums[i] > truth[i] + bound)
+worst = max(sums[i] - truth[i] for i in items)
+# Each member's estimate of an item exceeds its εN with probability at most δ.
+allowance = len(ports) * delta * len(items) + 5 * math.sqrt(len(ports) * delta * len(items))
+what = "after a move" if mode == "during" else "at the end"
+print(f"figure: heavy-hitter sums {what}, {len(ports)} member(s), scope {scope}, {produced} "
+      f"events produced: {over} of {len(items)} items over count + εN (εN summed: "
+      f"{bound:.1f}; allowance {allowance:.1f}), largest excess over the count {worst}"
+      + (f", {under} under their count" if mode == "end" else ""))
+if scope != "partition":
+    sys.exit(0)
+if mode == "end" and under and elapsed < window_s - 30:
+    sys.exit(f"problem: {under} items estimated below their count: a member lost counts")
+if over > allowance:
+    sys.exit(f"problem: {over} items over count + εN: counted twice")
+EOF
+hh_sums() {
+  local name ports=
+  for name in "${!pid_of[@]}"; do ports+="${port_of[$name]} "; done
+  # shellcheck disable=SC2086
+  "$python" "$work/hh_sums.py" "$work/events" "$scope" "$1" "$((SECONDS - ${stream_started:-SECONDS}))" \
+    "$hh_window_s" "$work/produced" $ports || fail "the members' heavy-hitter estimates do not add up ($1)"
+}
+
 member_start a
 
-export BOOTSTRAP=$bootstrap
+export BOOTSTRAP=$bootstrap PRODUCED=$work/produced
 # A pause of 0.35 s after every 50 events (about 100 s of stream), longer with more kills,
 # so that the stream lasts through every move: about 60 s before the kills, and 30 s per
 # kill (the session timeout, the group's rebalance, the rejoin).
@@ -147,6 +221,10 @@ lines = open(sys.argv[1], "rb").read().splitlines(keepends=True)
 kcat = subprocess.Popen(["kcat", "-P", "-b", os.environ["BOOTSTRAP"], "-t", "events", "-K|",
                          "-X", "linger.ms=5"], stdin=subprocess.PIPE)
 for i in range(0, len(lines), 50):
+    # What may be in the topic, written before it is: the sums' upper bound (hh_sums).
+    with open(os.environ["PRODUCED"] + ".new", "w") as f:
+        f.write(str(min(i + 50, len(lines))))
+    os.replace(os.environ["PRODUCED"] + ".new", os.environ["PRODUCED"])
     kcat.stdin.write(b"".join(lines[i:i + 50]))
     kcat.stdin.flush()
     time.sleep(float(os.environ["PAUSE"]))
@@ -205,46 +283,7 @@ for name in "${!pid_of[@]}"; do
   daemon_pid=${pid_of[$name]}
   wait_committed "$(assigned "$name")" 60 1
 done
-# Heavy hitters that add up: the sum over the members of each item's estimate lies within
-# [truth, truth + the sum of their εN] (a Count-Min sketch never undercounts, and each
-# member's overcount is at most its εN with probability ≥ 1 − δ). With scope: partition, a
-# moved partition's counts leave with its shard, so nothing is counted twice; with
-# scope: instance, the member a partition left keeps counting its items in the one sketch it
-# has, and the sums are only printed. The heavy-hitter window is 5 minutes: when the stream
-# began longer ago than that (a slow build), items have left it and the lower bound is not
-# checked.
-ports=
-for name in "${!pid_of[@]}"; do ports+="${port_of[$name]} "; done
-"$python" - "$work/events" "$scope" "$((SECONDS - stream_started))" $ports <<'EOF' || fail "the members' heavy-hitter estimates do not add up"
-import json, math, sys, urllib.parse, urllib.request
-from collections import Counter
-events, scope, elapsed, ports = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
-truth = Counter(line.split("|", 1)[0] for line in open(events))
-delta = 0.001  # heavy_hitters.delta's default
-bound = 0.0
-sums = Counter()
-for port in ports:
-    base = f"http://127.0.0.1:{port}/api/v1/pipelines/orders/estimate?item="
-    for item in truth:
-        with urllib.request.urlopen(base + urllib.parse.quote(item), timeout=5) as r:
-            e = json.load(r)
-        sums[item] += e["estimate"]
-    bound += e["error_bound"]
-under = sum(1 for i in truth if sums[i] < truth[i])
-over = sum(1 for i in truth if sums[i] > truth[i] + bound)
-worst = max(sums[i] - truth[i] for i in truth)
-# Each member's estimate of an item exceeds its εN with probability at most δ.
-allowance = len(ports) * delta * len(truth) + 5 * math.sqrt(len(ports) * delta * len(truth))
-print(f"figure: heavy-hitter sums over {len(ports)} member(s), scope {scope}: {under} of "
-      f"{len(truth)} items under their count, {over} over count + εN (εN summed: {bound:.1f}; "
-      f"allowance {allowance:.1f}), largest overcount {worst}")
-if scope != "partition":
-    sys.exit(0)
-if under and elapsed < 270:
-    sys.exit(f"problem: {under} items estimated below their count: a member lost counts")
-if over > allowance:
-    sys.exit(f"problem: {over} items over count + εN: counted twice")
-EOF
+hh_sums end
 for name in "${!pid_of[@]}"; do member_stop "$name"; done
 
 kcat -C -b "$bootstrap" -t unique -o beginning -e -q -f '%k\n' >"$work/unique.keys" || fail "kcat could not read unique"

@@ -230,12 +230,12 @@ EOF
   log "stream: $events events, $distinct distinct items"
 }
 
-# group_member_config FILE PORT GROUP FPR [SCOPE [STATE]]: a member of consumer group GROUP reading
-# `events` in small batches (50) with short group timings; its pipeline `orders` takes the
-# item from /user/id, forwards first-seen events to `unique` (dedup: 1h, capacity 100,000,
-# FPR) and counts heavy hitters (5m, ε = 0.001); its windows are kept per SCOPE (instance,
-# the default, or partition); HTTP on 127.0.0.1:PORT; STATE, a YAML line, is its state
-# section.
+# group_member_config FILE PORT GROUP FPR [SCOPE [STATE [HH_WINDOW]]]: a member of consumer
+# group GROUP reading `events` in small batches (50) with short group timings; its pipeline
+# `orders` takes the item from /user/id, forwards first-seen events to `unique` (dedup: 1h,
+# capacity 100,000, FPR) and counts heavy hitters (HH_WINDOW, 5m by default, ε = 0.001);
+# its windows are kept per SCOPE (instance, the default, or partition); HTTP on
+# 127.0.0.1:PORT; STATE, a YAML line, is its state section.
 group_member_config() {
   cat >"$1" <<EOF
 kafka:
@@ -253,7 +253,7 @@ pipelines:
     clock: wall
     scope: ${5:-instance}
     dedup: { window: 1h, capacity: 100000, fpr: $4, output_topic: unique }
-    heavy_hitters: { window: 5m, top_k: 5, threshold: 0.01, epsilon: 0.001 }
+    heavy_hitters: { window: ${7:-5m}, top_k: 5, threshold: 0.01, epsilon: 0.001 }
 log: { level: info, summary_interval: 0 }
 ${6:-}
 EOF
