@@ -79,6 +79,7 @@ struct arguments {
   std::string config_path;      // sketchd --config FILE
   std::string run_config_path;  // sketchd run --config FILE
   std::string check_path;
+  std::string check_format = "text";
   sketchd::mock_kafka_options mock_options;
   std::vector<std::string> topic_arguments;  // mock-kafka --topic, checked after parsing
 };
@@ -121,6 +122,15 @@ CLI::App* add_check(CLI::App& app, arguments& args) {
   check->add_option("FILE", args.check_path, "The YAML configuration to check")
       ->required()
       ->type_name("");
+  check
+      ->add_option("--format", args.check_format,
+                   "text: problems on stderr, as below. json: one object on stdout, for CI "
+                   "systems: {\"file\", \"valid\", \"pipelines\", \"problems\": [{\"severity\": "
+                   "\"error\" or \"note\", \"file\", \"line\", \"column\", \"message\"}]} (line "
+                   "and column null for a problem of the whole file); the same exit status")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->default_str("text")
+      ->type_name("FORMAT");
   return check;
 }
 
@@ -180,7 +190,7 @@ int dispatch(arguments& args, const subcommands& sub) {
   if (!args.config_path.empty() && (sub.check->parsed() || sub.mock->parsed())) {
     return usage_error("--config belongs to run (check-config takes the file as its argument)");
   }
-  if (sub.check->parsed()) return sketchd::check_config_command(args.check_path);
+  if (sub.check->parsed()) return sketchd::check_config_command(args.check_path, args.check_format);
   if (sub.mock->parsed()) return mock_kafka(args, sub.mock);
   if (sub.run->parsed() || !args.config_path.empty()) {
     if (!args.config_path.empty() && !args.run_config_path.empty() &&

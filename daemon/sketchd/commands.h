@@ -14,7 +14,9 @@ namespace sketchd {
 // the snapshot there, as `run` would restore it: what would stop the start is a problem
 // ("FILE: message"), what discard_incompatible_snapshot would discard, or a snapshot that
 // cannot be read by this user, a note ("FILE: note: …") on stderr.
-[[nodiscard]] int check_config_command(const std::string& path);
+// `format`: "text" (problems on stderr as FILE:LINE:COL: message) or "json" (one JSON
+// object on stdout, for CI systems).
+[[nodiscard]] int check_config_command(const std::string& path, const std::string& format);
 
 // `sketchd [run] --config FILE`: runs the daemon until SIGTERM, SIGINT or SIGHUP. Returns 0 after
 // a clean shutdown, 129 after a clean shutdown on SIGHUP (for a supervisor to restart it), 1

@@ -298,7 +298,7 @@ TEST(Extractor, KeyValueAndHeader) {
   extractor by_key({item_source::key, "", "", 1024});
   message_view m;
   m.value = "v";
-  EXPECT_EQ(by_key.extract(m).failure, extract_failure::missing_field);
+  EXPECT_EQ(by_key.extract(m).failure, extract_failure::null_key);
   m.has_key = true;
   m.key = std::string_view("\x00\x01", 2);  // binary keys are items like any other
   EXPECT_EQ(by_key.extract(m).item.size(), 2u);
@@ -322,6 +322,70 @@ TEST(Extractor, KeyValueAndHeader) {
   EXPECT_EQ(by_header.extract(m).item, "acme");
   extractor by_missing_header({item_source::header, "", "region", 1024});
   EXPECT_EQ(by_missing_header.extract(m).failure, extract_failure::missing_field);
+}
+
+// A null value (a tombstone) is no event, whatever the item comes from, the key included:
+// reason "tombstone". An empty value is not null: an empty item, or invalid JSON.
+TEST(Extractor, ATombstoneIsNoItemWhateverItsSource) {
+  std::map<std::string, std::string, std::less<>> headers{{"tenant", "acme"}};
+  message_view tombstone;
+  tombstone.has_key = true;
+  tombstone.key = "user-1";
+  tombstone.has_value = false;
+  tombstone.header_context = &headers;
+  tombstone.find_header = [](const void* ctx, std::string_view name, std::string_view* out) {
+    const auto& h = *static_cast<const std::map<std::string, std::string, std::less<>>*>(ctx);
+    auto it = h.find(name);
+    if (it == h.end()) return false;
+    *out = it->second;
+    return true;
+  };
+  for (const extractor_options& o : {extractor_options{item_source::key, "", "", 1024},
+                                     extractor_options{item_source::value, "", "", 1024},
+                                     extractor_options{item_source::json, "/id", "", 1024},
+                                     extractor_options{item_source::header, "", "tenant", 1024}}) {
+    extractor e(o);
+    EXPECT_EQ(e.extract(tombstone).failure, extract_failure::tombstone);
+  }
+  message_view empty = tombstone;
+  empty.has_value = true;
+  EXPECT_EQ(extractor({item_source::key, "", "", 1024}).extract(empty).item, "user-1");
+  EXPECT_EQ(extractor({item_source::value, "", "", 1024}).extract(empty).failure,
+            extract_failure::empty_item);
+  EXPECT_EQ(extractor({item_source::json, "/id", "", 1024}).extract(empty).failure,
+            extract_failure::invalid_json);
+  EXPECT_EQ(to_string(extract_failure::tombstone), "tombstone");
+  EXPECT_EQ(to_string(extract_failure::null_key), "null_key");
+}
+
+// In a batch of JSON values, tombstones between documents are tombstones, and the documents
+// around them keep their items.
+TEST(Extractor, TombstonesInABatchOfJson) {
+  extractor e({item_source::json, "/id", "", 1024});
+  std::vector<message_view> views(40);
+  std::vector<std::string> values(views.size());
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    values[i] = fmt::format(R"({{"id":"u{}"}})", i);
+    views[i].value = values[i];
+    views[i].has_value = i % 7 != 3;
+    if (!views[i].has_value) views[i].value = {};
+  }
+  std::vector<const message_view*> pointers;
+  for (const message_view& v : views) pointers.push_back(&v);
+  std::vector<extract_result> results(views.size());
+  std::size_t done = 0;
+  while (done < views.size()) {
+    const std::size_t n =
+        e.extract(std::span(pointers).subspan(done), std::span(results).subspan(done));
+    for (std::size_t i = done; i < done + n; ++i) {
+      if (!views[i].has_value) {
+        EXPECT_EQ(results[i].failure, extract_failure::tombstone) << i;
+      } else {
+        EXPECT_EQ(results[i].item, fmt::format("u{}", i)) << i;
+      }
+    }
+    done += n;
+  }
 }
 
 }  // namespace

@@ -80,8 +80,9 @@ TEST(HttpApi, AnItemThatIsNotUtf8ComesWithItsBytesInBase64) {
             "{\"item\":\"bin\xef\xbf\xbd\xef\xbf\xbd\\\"\\\\\\nkey\",\"item_base64\":"
             "\"Ymlu//4iXAprZXk=\",\"estimate\":9,\"error_bound\":0.13496434234717583,"
             "\"window_items\":135}");
-  const seen_status s{.item = "u1", .seen = true, .false_positive_ratio = 0};
-  EXPECT_EQ(json::dump(http::to_json(s)), R"({"item":"u1","seen":true,"false_positive_ratio":0})");
+  const seen_status s{.item = "u1", .seen = true, .estimated_fpr = 0.25};
+  EXPECT_EQ(json::dump(http::to_json(s)),
+            R"({"item":"u1","seen":true,"estimated_fpr":0.25,"false_positive_ratio":0.25})");
 }
 
 TEST(HttpApi, TheTopKListsItsItemsInOrder) {

@@ -7,8 +7,10 @@
 # 1024 bytes, a 1 MiB message with a big padding field) with invalid JSON (syntax errors,
 # trailing content, invalid UTF-8 or a raw control character inside a string, binary
 # garbage, an empty value), a missing or null field, an empty item, an array or object at
-# the pointer, ids over 1024 bytes; and keys that are absent, empty, binary (invalid
-# UTF-8, quote, backslash, newline), over 1024 bytes, or 300 bytes of two-byte characters.
+# the pointer, ids over 1024 bytes; and keys that are absent (null), empty, binary (invalid
+# UTF-8, quote, backslash, newline), over 1024 bytes, or 300 bytes of two-byte characters;
+# and tombstones (null values, produced with kcat -Z, with a key and without), which both
+# pipelines count as `tombstone`, the key pipeline too.
 # Checked:
 #   - sketchd_pipeline_extract_failures_total{reason} equals the expected count of every
 #     reason, for both pipelines, and every valid message is an item;
@@ -95,7 +97,7 @@ add(b"k-oversized", user("c" * 5000), "oversized")
 
 def key_outcome(key):
     if key is None:
-        return "missing_field"
+        return "null_key"
     if key == b"":
         return "empty_item"
     return "oversized" if len(key) > 1024 else "item"
@@ -110,11 +112,20 @@ with open(f"{work}/input", "wb") as f:
         f.write(value + msg_end)
         expected["users", users] += 1
         expected["keys", key_outcome(key)] += 1
+# Tombstones: null values, sent by a kcat run of their own with -Z (an empty value or key
+# becomes null; kcat sends no message that is empty altogether, so a null key is written
+# as an empty one), with keys and without: "tombstone" in both pipelines, whatever the key.
+tombstones = [b"k-deleted-1", b"k-deleted-2", b"k-valid", None, None]
+with open(f"{work}/tombstones", "wb") as f:
+    for key in tombstones:
+        f.write((key or b"") + key_end + msg_end)
+        expected["users", "tombstone"] += 1
+        expected["keys", "tombstone"] += 1
 with open(f"{work}/expected", "w") as f:
     for (pipeline, outcome), count in sorted(expected.items()):
         f.write(f"{pipeline} {outcome} {count}\n")
 with open(f"{work}/count", "w") as f:
-    f.write(f"{len(messages)}\n")
+    f.write(f"{len(messages) + len(tombstones)}\n")
 EOF
 messages=$(<"$work/count")
 log "stream: $messages messages; expected outcomes: $(tr '\n' ';' <"$work/expected")"
@@ -122,6 +133,7 @@ log "stream: $messages messages; expected outcomes: $(tr '\n' ';' <"$work/expect
 # The producer's message.max.bytes (default 1,000,000) must let the 1 MiB message through;
 # the mock broker takes it as it is.
 produce "$topic" -D "$msg_end" -K "$key_end" -X message.max.bytes=2000000 <"$work/input"
+produce "$topic" -Z -D "$msg_end" -K "$key_end" <"$work/tombstones"
 log "produced $messages messages"
 
 cat >"$work/sketchd.yaml" <<EOF
@@ -166,7 +178,7 @@ consumed=$(require_value "$m" "sketchd_messages_consumed_total{topic=\"$topic\"}
 # Every reason of both pipelines, including the reasons expected to stay at zero.
 problems=0
 for p in users keys; do
-  for outcome in item invalid_json missing_field not_scalar empty_item oversized; do
+  for outcome in item invalid_json missing_field not_scalar empty_item oversized tombstone null_key; do
     want=$(awk -v p="$p" -v o="$outcome" '$1 == p && $2 == o { print $3 }' "$work/expected")
     want=${want:-0}
     if [[ $outcome == item ]]; then

@@ -4,6 +4,8 @@
 #     a suggestion, a bad duration, two values out of range, an unknown enum value, an
 #     unset environment variable) prints exactly those seven, as FILE:LINE:COL: lines at
 #     the right positions, and exits 1; a YAML syntax error and a missing file exit 1 too.
+#     With --format json: one JSON object on stdout with the same problems at the same
+#     positions (null ones for a missing file) and the same exit status.
 #   - `sketchd run --config` on the same file exits 1 with the same lines and nothing
 #     else, even while its HTTP port is taken: it never got as far as binding it.
 #   - A valid configuration whose HTTP port is taken: exit 1 and a message that names the
@@ -77,6 +79,22 @@ status=0
 [[ $status -eq 1 ]] || fail "check-config on bad.yaml exited $status, expected 1"
 check_errors check.err
 log "check-config: exit 1, $(wc -l <check.err) errors at FILE:LINE:COL"
+
+# The same as JSON for CI systems: one object on stdout, nothing on stderr, the same exit
+# status, and the same problems at the same positions.
+status=0
+"$sketchd" check-config --format json bad.yaml >check.json 2>check-json.err || status=$?
+[[ $status -eq 1 ]] || fail "check-config --format json on bad.yaml exited $status, expected 1"
+[[ ! -s check-json.err ]] || fail "check-config --format json wrote to stderr: $(head -3 check-json.err)"
+"$python" - check.json check.err <<'EOF' || fail "check-config --format json does not give the text's problems"
+import json, sys
+d = json.load(open(sys.argv[1]))
+text = [l.rstrip("\n") for l in open(sys.argv[2])]
+assert d["file"] == "bad.yaml" and d["valid"] is False and d["pipelines"] is None, d
+as_text = [f'{p["file"]}:{p["line"]}:{p["column"]}: {p["message"]}' for p in d["problems"]]
+assert all(p["severity"] == "error" for p in d["problems"]), d["problems"]
+assert as_text == text, (as_text, text)
+EOF
 
 # `run` with the same file, while something else listens on its HTTP port: were the port
 # bound (or anything started) before the configuration is checked, the output would say so.
@@ -159,6 +177,17 @@ for f in demo.yaml example.yaml; do
   [[ ! -s $f.err ]] || { cat "$f.err" >&2; fail "check-config config/$f printed errors"; }
 done
 log "config/demo.yaml and config/example.yaml: valid"
+SKETCHD_STATE_DIR="$PWD/state-json" "$sketchd" check-config --format json "$config_dir/demo.yaml" \
+  >valid.json || fail "check-config --format json on config/demo.yaml failed"
+[[ $("$python" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["valid"], d["problems"], d["pipelines"] > 0)' valid.json) == "True [] True" ]] ||
+  fail "check-config --format json on a valid file: $(cat valid.json)"
+# A problem of the whole file (missing): null line and column.
+status=0
+"$sketchd" check-config --format json missing.yaml >missing.json || status=$?
+[[ $status -eq 1 ]] || fail "check-config --format json on a missing file exited $status, expected 1"
+[[ $("$python" -c 'import json, sys; p = json.load(open(sys.argv[1]))["problems"][0]; print(p["file"], p["line"], p["column"], p["severity"])' missing.json) == "missing.yaml None None error" ]] ||
+  fail "check-config --format json on a missing file: $(cat missing.json)"
+log "check-config --format json: the same problems, positions and exit status"
 
 # A state.dir that run could not create: a file in its place is a problem.
 touch not-a-dir

@@ -15,6 +15,7 @@
 #include "sketchd/config/config.h"
 #include "sketchd/pipeline/pipeline.h"
 #include "sketchd/state/snapshot.h"
+#include "sketchd/util/json.h"
 #include "sketchd/util/logging.h"
 
 namespace sketchd {
@@ -159,17 +160,49 @@ void check_snapshot(const config& cfg, findings& found) {
   }
 }
 
+// The verdict as one JSON object (check-config --format json).
+std::string verdict_json(const std::string& path, const load_result& result,
+                         const findings& found) {
+  using nlohmann::ordered_json;
+  ordered_json problems = ordered_json::array();
+  const auto add = [&](const config_error& e, std::string_view severity) {
+    std::string_view message = e.message;
+    if (severity == "note" && message.starts_with("note: ")) message.remove_prefix(6);
+    ordered_json p;
+    p["severity"] = severity;
+    p["file"] = e.file;
+    p["line"] = e.line > 0 ? ordered_json(e.line) : ordered_json(nullptr);
+    p["column"] = e.line > 0 ? ordered_json(e.column) : ordered_json(nullptr);
+    p["message"] = message;
+    problems.push_back(std::move(p));
+  };
+  for (const config_error& e : result.errors) add(e, "error");
+  for (const config_error& e : found.problems) add(e, "error");
+  for (const config_error& e : found.notes) add(e, "note");
+  ordered_json o;
+  o["file"] = path;
+  o["valid"] = result.value.has_value() && found.problems.empty();
+  o["pipelines"] =
+      result.value ? ordered_json(result.value->pipelines.size()) : ordered_json(nullptr);
+  o["problems"] = std::move(problems);
+  return json::dump(o);
+}
+
 }  // namespace
 
-int check_config_command(const std::string& path) {
+int check_config_command(const std::string& path, const std::string& format) {
   const load_result result = load_config_file(path);
-  for (const config_error& e : result.errors) print_stderr(e.to_string() + "\n");
-  if (!result.value) return 1;
   findings found{path, {}, {}};
-  check_snapshot(*result.value, found);
+  if (result.value) check_snapshot(*result.value, found);
+  const bool valid = result.value && found.problems.empty();
+  if (format == "json") {
+    fmt::print("{}\n", verdict_json(path, result, found));
+    return valid ? 0 : 1;
+  }
+  for (const config_error& e : result.errors) print_stderr(e.to_string() + "\n");
   for (const config_error& p : found.problems) print_stderr(p.to_string() + "\n");
   for (const config_error& n : found.notes) print_stderr(n.to_string() + "\n");
-  if (!found.problems.empty()) return 1;
+  if (!valid) return 1;
   const std::size_t n = result.value->pipelines.size();
   fmt::print("{}: ok ({} pipeline{})\n", path, n, n == 1 ? "" : "s");
   return 0;

@@ -216,7 +216,9 @@ ordered_json to_json(const seen_status& s) {
   ordered_json o;
   add_item(o, s.item);
   o["seen"] = s.seen;
-  o["false_positive_ratio"] = number(s.false_positive_ratio);
+  o["estimated_fpr"] = number(s.estimated_fpr);  // as GET /api/v1/pipelines/NAME spells it
+  // The spelling of the first release, kept as an alias for one release (docs/OPERATIONS.md).
+  o["false_positive_ratio"] = number(s.estimated_fpr);
   return o;
 }
 

@@ -185,6 +185,7 @@ bool find_native_header(const void* context, std::string_view name, std::string_
   message_view v;
   v.has_key = m->key != nullptr;
   v.key = std::string_view(static_cast<const char*>(m->key), m->key ? m->key_len : 0);
+  v.has_value = m->payload != nullptr;
   v.value = std::string_view(static_cast<const char*>(m->payload), m->payload ? m->len : 0);
   v.find_header = &find_native_header;
   v.header_context = m;

@@ -24,6 +24,10 @@ std::string_view to_string(extract_failure f) noexcept {
       return "empty_item";
     case extract_failure::oversized:
       return "oversized";
+    case extract_failure::tombstone:
+      return "tombstone";
+    case extract_failure::null_key:
+      return "null_key";
   }
   return "unknown";
 }
@@ -137,9 +141,11 @@ extract_result extractor::finish(std::string_view item) const noexcept {
 }
 
 extract_result extractor::extract(const message_view& message) noexcept {
+  // A tombstone says a key was deleted: no event, whatever its key or headers hold.
+  if (!message.has_value) return {{}, extract_failure::tombstone};
   switch (options_.from) {
     case item_source::key:
-      if (!message.has_key) return {{}, extract_failure::missing_field};
+      if (!message.has_key) return {{}, extract_failure::null_key};
       return finish(message.key);
     case item_source::value:
       return finish(message.value);
@@ -323,9 +329,9 @@ std::size_t extractor::extract(std::span<const message_view* const> messages,
     bytes += messages[n++]->value.size() + 1;
   }
   if (n <= 1) {
-    // A blank value, a value larger than the buffer, or a group of one: alone (its item
-    // stays valid until the next call without a copy).
-    results[0] = extract_json(messages[0]->value);
+    // A blank value (a tombstone's is empty), a value larger than the buffer, or a group of
+    // one: alone (its item stays valid until the next call without a copy).
+    results[0] = extract(*messages[0]);
     return 1;
   }
   const auto alone = [&](std::size_t i) {

@@ -21,12 +21,14 @@ namespace sketchd {
 enum class extract_failure : std::uint8_t {
   none = 0,
   invalid_json,   // the value is not valid JSON (or not valid UTF-8, which JSON requires)
-  missing_field,  // the JSON pointer, the header or the key is absent (or JSON null)
+  missing_field,  // the JSON pointer or the header is absent (or JSON null)
   not_scalar,     // the JSON pointer names an object or an array
   empty_item,     // the item is zero bytes long
   oversized,      // the item is longer than max_item_bytes
+  tombstone,      // the value is null (a tombstone: a deletion marker), whatever the item's source
+  null_key,       // the key is null, and the item is the key
 };
-inline constexpr std::size_t kExtractFailureCount = 6;
+inline constexpr std::size_t kExtractFailureCount = 8;
 
 [[nodiscard]] std::string_view to_string(extract_failure f) noexcept;
 
@@ -36,6 +38,7 @@ struct message_view {
   std::string_view key;
   std::string_view value;
   bool has_key = false;
+  bool has_value = true;  // false for a null value (a tombstone), not an empty one
   // Returns true and sets `*out` when the message has a header `name` (the first one, if
   // repeated).
   bool (*find_header)(const void* context, std::string_view name, std::string_view* out) = nullptr;

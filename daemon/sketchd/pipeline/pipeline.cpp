@@ -488,7 +488,7 @@ std::optional<seen_status> pipeline::seen(std::string_view item) const {
     none *= 1.0 - s->dedup->estimated_fpr();
   }
   const double fpr = shards_.size() == 1 ? shards_.front()->dedup->estimated_fpr() : 1.0 - none;
-  return seen_status{.item = std::string(item), .seen = seen, .false_positive_ratio = fpr};
+  return seen_status{.item = std::string(item), .seen = seen, .estimated_fpr = fpr};
 }
 
 }  // namespace sketchd

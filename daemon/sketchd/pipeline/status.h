@@ -80,7 +80,7 @@ struct estimate_status {
 struct seen_status {
   std::string item;
   bool seen = false;
-  double false_positive_ratio = 0;  // estimated, of a new item now
+  double estimated_fpr = 0;  // the chance that a new item is seen, now
   friend bool operator==(const seen_status&, const seen_status&) = default;
 };
 
