@@ -16,7 +16,7 @@ namespace sketchd {
 // cannot be read by this user, a note ("FILE: note: …") on stderr.
 // `format`: "text" (problems on stderr as FILE:LINE:COL: message) or "json" (one JSON
 // object on stdout, for CI systems).
-[[nodiscard]] int check_config_command(const std::string& path, const std::string& format);
+[[nodiscard]] int check_config_command(const std::string& path, const std::string& format = "text");
 
 // `sketchd [run] --config FILE`: runs the daemon until SIGTERM, SIGINT or SIGHUP. Returns 0 after
 // a clean shutdown, 129 after a clean shutdown on SIGHUP (for a supervisor to restart it), 1
