@@ -248,7 +248,8 @@ extract_result extractor::extract_json(std::string_view value) noexcept {
   } catch (const std::bad_alloc&) {
     return {{}, extract_failure::oversized};
   }
-  std::memcpy(js.padded.data(), value.data(), value.size());
+  // An empty value may have no bytes at all (a null data pointer): memcpy must not see it.
+  if (!value.empty()) std::memcpy(js.padded.data(), value.data(), value.size());
   std::memset(js.padded.data() + value.size(), 0, simdjson::SIMDJSON_PADDING);
 
   simdjson::dom::element root;
