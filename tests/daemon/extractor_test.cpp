@@ -294,6 +294,16 @@ TEST(Extractor, OneMebibyteMessageIsParsed) {
   EXPECT_EQ(run(e, R"({"id":"small"})").item, "small");
 }
 
+// Headers for a message_view: a map as its header_context, find_in_map as its find_header.
+using header_map = std::map<std::string, std::string, std::less<>>;
+bool find_in_map(const void* context, std::string_view name, std::string_view* out) {
+  const auto& h = *static_cast<const header_map*>(context);
+  const auto it = h.find(name);
+  if (it == h.end()) return false;
+  *out = it->second;
+  return true;
+}
+
 TEST(Extractor, KeyValueAndHeader) {
   extractor by_key({item_source::key, "", "", 1024});
   message_view m;
@@ -309,15 +319,9 @@ TEST(Extractor, KeyValueAndHeader) {
   m.value = "abcde";
   EXPECT_EQ(by_value.extract(m).failure, extract_failure::oversized);
 
-  std::map<std::string, std::string, std::less<>> headers{{"tenant", "acme"}};
+  header_map headers{{"tenant", "acme"}};
   m.header_context = &headers;
-  m.find_header = [](const void* ctx, std::string_view name, std::string_view* out) {
-    const auto& h = *static_cast<const std::map<std::string, std::string, std::less<>>*>(ctx);
-    auto it = h.find(name);
-    if (it == h.end()) return false;
-    *out = it->second;
-    return true;
-  };
+  m.find_header = &find_in_map;
   extractor by_header({item_source::header, "", "tenant", 1024});
   EXPECT_EQ(by_header.extract(m).item, "acme");
   extractor by_missing_header({item_source::header, "", "region", 1024});
@@ -327,19 +331,13 @@ TEST(Extractor, KeyValueAndHeader) {
 // A null value (a tombstone) is no event, whatever the item comes from, the key included:
 // reason "tombstone". An empty value is not null: an empty item, or invalid JSON.
 TEST(Extractor, ATombstoneIsNoItemWhateverItsSource) {
-  std::map<std::string, std::string, std::less<>> headers{{"tenant", "acme"}};
+  header_map headers{{"tenant", "acme"}};
   message_view tombstone;
   tombstone.has_key = true;
   tombstone.key = "user-1";
   tombstone.has_value = false;
   tombstone.header_context = &headers;
-  tombstone.find_header = [](const void* ctx, std::string_view name, std::string_view* out) {
-    const auto& h = *static_cast<const std::map<std::string, std::string, std::less<>>*>(ctx);
-    auto it = h.find(name);
-    if (it == h.end()) return false;
-    *out = it->second;
-    return true;
-  };
+  tombstone.find_header = &find_in_map;
   for (const extractor_options& o : {extractor_options{item_source::key, "", "", 1024},
                                      extractor_options{item_source::value, "", "", 1024},
                                      extractor_options{item_source::json, "/id", "", 1024},
