@@ -30,25 +30,7 @@ start_mock_kafka events:4 unique:4
 chunk_events() { keyed_lines $(($1 * chunk)) "$chunk"; }
 
 # config NAME PORT COMMIT_INTERVAL_MS: A's or B's configuration.
-config() {
-  cat >"$work/$1.yaml" <<EOF
-kafka:
-  brokers: "$bootstrap"
-  group_id: itest-crash-takeover
-  properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 1000,
-                auto.commit.interval.ms: $3, statistics.interval.ms: 500 }
-  batch_size: 200
-http:
-  listen: "127.0.0.1:$2"
-pipelines:
-  - name: orders
-    topics: [events]
-    item: { from: json, path: /user/id }
-    clock: wall
-    dedup: { window: 1h, capacity: 100000, fpr: 0.000001, output_topic: unique }
-log: { level: info, summary_interval: 0 }
-EOF
-}
+config() { takeover_member_config "$work/$1.yaml" "$2" itest-crash-takeover "$3"; }
 port_a=$(free_port)
 port_b=$(free_port)
 config a "$port_a" 500

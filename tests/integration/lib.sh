@@ -230,6 +230,30 @@ EOF
   log "stream: $events events, $distinct distinct items"
 }
 
+# takeover_member_config FILE PORT GROUP COMMIT_INTERVAL_MS: a member of consumer group
+# GROUP reading `events` in batches of 200, committing every COMMIT_INTERVAL_MS, with short
+# group timings; its pipeline `orders` takes the item from /user/id and forwards first-seen
+# events to `unique` (dedup: 1h, capacity 100,000, FPR 1e-6); HTTP on 127.0.0.1:PORT.
+takeover_member_config() {
+  cat >"$1" <<EOF
+kafka:
+  brokers: "$bootstrap"
+  group_id: $3
+  properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 1000,
+                auto.commit.interval.ms: $4, statistics.interval.ms: 500 }
+  batch_size: 200
+http:
+  listen: "127.0.0.1:$2"
+pipelines:
+  - name: orders
+    topics: [events]
+    item: { from: json, path: /user/id }
+    clock: wall
+    dedup: { window: 1h, capacity: 100000, fpr: 0.000001, output_topic: unique }
+log: { level: info, summary_interval: 0 }
+EOF
+}
+
 # group_member_config FILE PORT GROUP FPR [SCOPE [STATE [HH_WINDOW]]]: a member of consumer
 # group GROUP reading `events` in small batches (50) with short group timings; its pipeline
 # `orders` takes the item from /user/id, forwards first-seen events to `unique` (dedup: 1h,

@@ -21,9 +21,10 @@ namespace sketchd::app {
 
 namespace {
 
-// One output topic read back from `from`: the copies whose provenance `accept` takes go to
-// `take`, which says whether the copy is one not to forward again. Logs the outcome,
-// `since` naming where the reading began ("the snapshot").
+// One output topic read back from `from` (every partition from its log start when `from` is
+// empty): the copies whose provenance `accept` takes go to `take`, which says whether the
+// copy is one not to forward again. Logs the outcome, `since` naming where the reading
+// began ("the snapshot").
 void replay_topic(const config& cfg, const std::string& bootstrap_servers, const std::string& topic,
                   std::vector<kafka::output_position> from, const kafka::provenance_filter& accept,
                   const std::function<bool(const kafka::replayed_message&)>& take,
@@ -33,6 +34,7 @@ void replay_topic(const config& cfg, const std::string& bootstrap_servers, const
   options.bootstrap_servers = bootstrap_servers;
   options.properties = cfg.kafka.properties;
   options.topic = topic;
+  options.every_partition = from.empty();
   options.from = std::move(from);
   options.timeout = timeout;
   std::uint64_t found = 0;
@@ -60,7 +62,7 @@ void replay_topic(const config& cfg, const std::string& bootstrap_servers, const
           "forwarded there since {}, after offset {}, may be forwarded again",
           topic, p.partition, kafka::to_string(p.error), p.reason.empty() ? "" : ": " + p.reason,
           since, p.next_offset);
-    } else if (p.log_start > p.start_offset) {
+    } else if (p.log_start > p.start_offset && !options.every_partition) {
       log->warn(
           "output topic {} partition {} starts at offset {}, past the position {} of {} "
           "(retention deleted the messages between): those forwarded there since may be "
@@ -136,34 +138,56 @@ void replay_after_takeover(const config& cfg, const std::string& bootstrap_serve
   const std::vector<std::string>& outputs = proc.replayable_outputs();
   if (outputs.empty()) return;
   const auto log = module_logger("state");
-  // Per taken partition, its committed offset; per output partition, the earliest position
-  // of their commits.
+  // Per taken partition, its committed offset (0 for one never committed: read from its
+  // start); per output partition, the earliest position of their commits.
   std::map<std::pair<std::string, std::int32_t>, std::int64_t> inputs;
   std::map<std::pair<std::string, std::int32_t>, std::int64_t> from;
+  std::vector<std::string> never;  // the partitions never committed, by name
+  std::vector<std::string> names;  // the others
   for (const kafka::committed_metadata& t : taken) {
+    const std::string name = fmt::format("{} [{}]", topics[t.tp.topic_index], t.tp.partition);
+    if (t.offset == kafka::committed_metadata::kNeverCommitted) {
+      inputs[{topics[t.tp.topic_index], t.tp.partition}] = 0;
+      never.push_back(name);
+      continue;
+    }
     const std::optional<std::vector<output_end>> ends = parse_output_ends(t.metadata);
     if (!ends) continue;  // another client's commit
     inputs[{topics[t.tp.topic_index], t.tp.partition}] = t.offset;
+    names.push_back(name);
     for (const output_end& e : *ends) {
       const auto [it, added] = from.try_emplace({e.topic, e.partition}, e.offset);
       if (!added) it->second = std::min(it->second, e.offset);
     }
   }
   if (inputs.empty()) return;
-  std::vector<std::string> names;
-  for (const auto& [tp, offset] : inputs)
-    names.push_back(fmt::format("{} [{}]", tp.first, tp.second));
-  log->info(
-      "{} partition(s) taken over with the outputs' positions of their last commit ({}): "
-      "reading back what their previous owner forwarded since",
-      inputs.size(), fmt::join(names, ", "));
-  const std::string since = "the last commit of the partitions taken over";
+  if (!names.empty()) {
+    log->info(
+        "{} partition(s) taken over with the outputs' positions of their last commit ({}): "
+        "reading back what their previous owner forwarded since",
+        names.size(), fmt::join(names, ", "));
+  }
+  // A partition the group never committed may have been read by a member that forwarded
+  // from it and stopped, or lost it, before its first commit succeeded: every partition of
+  // the outputs is read from its start (within the timeout), and its copies are found.
+  if (!never.empty()) {
+    log->info(
+        "{} partition(s) taken over that the group never committed ({}): reading the output "
+        "topics back from their start, for what a member forwarded from them before a commit",
+        never.size(), fmt::join(never, ", "));
+  }
+  const std::string since = never.empty() ? "the last commit of the partitions taken over"
+                                          : "the topic's start (partitions never committed)";
   for (const std::string& topic : outputs) {
     std::vector<kafka::output_position> positions;
     for (const auto& [tp, offset] : from) {
       if (tp.first == topic) positions.push_back({tp.second, offset});
     }
-    if (positions.empty()) continue;  // committed by an instance that did not write it
+    if (!never.empty()) {
+      positions.clear();  // every partition, from its start
+    } else if (positions.empty()) {
+      continue;  // committed by an instance that did not write it
+    }
     const auto accept = [&](std::string_view t, std::int32_t partition) {
       return inputs.contains({std::string(t), partition});
     };

@@ -32,8 +32,11 @@ void replay_outputs(const config& cfg, const std::string& bootstrap_servers,
 // them again. For the partitions `taken` over (assigned without a restored position, their
 // commit carrying the outputs' positions: processor/output_checkpoints.h), reads every
 // replayable output back from those positions and tells `proc` which of their messages at or
-// after the committed offset have a copy already, within `timeout` per topic. Logs what it
-// found, and what it could not read. Never throws.
+// after the committed offset have a copy already, within `timeout` per topic. A partition
+// the group never committed (offset kNeverCommitted, read from its start) may have been
+// forwarded from by a member that stopped before its first commit: with one among `taken`,
+// every partition of the outputs is read from its start, and all of its copies count. Logs
+// what it found, and what it could not read. Never throws.
 void replay_after_takeover(const config& cfg, const std::string& bootstrap_servers,
                            std::span<const kafka::committed_metadata> taken,
                            const std::vector<std::string>& topics, processor& proc,

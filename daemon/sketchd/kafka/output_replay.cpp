@@ -94,6 +94,9 @@ class partition_consumer {
 };
 
 void check(const replay_options& o) {
+  if (o.every_partition && !o.from.empty())
+    throw std::invalid_argument(
+        fmt::format("output replay of {}: every partition, and partitions named", o.topic));
   std::set<std::int32_t> seen;
   for (const output_position& p : o.from) {
     if (p.partition < 0 || p.offset < 0)
@@ -222,13 +225,23 @@ replay_result replay_output(const replay_options& options, const provenance_filt
   check(options);
   const auto deadline = steady_clock::now() + options.timeout;
   replay_result result;
-  for (const output_position& p : options.from) {
+  partition_consumer consumer(options);
+  std::vector<output_position> from = options.from;
+  if (options.every_partition) {
+    const std::uint32_t count = partition_counts(consumer.handle(), {options.topic},
+                                                 std::chrono::milliseconds(remaining_ms(deadline)))
+                                    .front();
+    if (count == 0)
+      throw std::runtime_error(fmt::format("the partitions of topic {} are not known within {} ms",
+                                           options.topic, options.timeout.count()));
+    for (std::uint32_t p = 0; p < count; ++p) from.push_back({static_cast<std::int32_t>(p), 0});
+  }
+  for (const output_position& p : from) {
     partition_replay& r = result.partitions.emplace_back();
     r.partition = p.partition;
     r.start_offset = p.offset;
     r.next_offset = p.offset;
   }
-  partition_consumer consumer(options);
   std::size_t pending = start_partitions(consumer, options, deadline, result);
   const auto state_of = [&result](std::int32_t partition) -> partition_replay* {
     for (partition_replay& p : result.partitions) {

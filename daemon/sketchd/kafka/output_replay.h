@@ -86,7 +86,10 @@ struct replay_options {
   std::map<std::string, std::string> properties;  // the user's; producer-only ones are left out
   std::string topic;                              // the output topic
   std::vector<output_position> from;              // the partitions to read, each from its offset
-  std::chrono::milliseconds timeout{30'000};      // for the whole call
+  // Read every partition of the topic from its log start instead (`from` must be empty):
+  // the partitions are found in the cluster's metadata (unknown in time: std::runtime_error).
+  bool every_partition = false;
+  std::chrono::milliseconds timeout{30'000};  // for the whole call
 };
 
 // What became of one output partition.

@@ -360,10 +360,15 @@ void rebalance_handler::tell_taken_over(const rd_kafka_topic_partition_list_t* p
   std::vector<committed_metadata> taken;
   for (const int i : asked) {
     const rd_kafka_topic_partition_t* c = commits.find(partitions->elems[i]);
-    if (c == nullptr || c->err || c->offset < 0 || c->metadata == nullptr ||
-        c->metadata_size == 0) {
+    if (c == nullptr || c->err) continue;
+    // Never committed and read from its start: a member may have forwarded from it and
+    // stopped (or failed to commit before it was revoked: a commit during a rebalance can
+    // be refused) before its first commit.
+    if (c->offset < 0 && from_earliest_) {
+      taken.push_back({list[static_cast<std::size_t>(i)], committed_metadata::kNeverCommitted, {}});
       continue;
     }
+    if (c->offset < 0 || c->metadata == nullptr || c->metadata_size == 0) continue;
     taken.push_back({list[static_cast<std::size_t>(i)], c->offset,
                      std::string(static_cast<const char*>(c->metadata), c->metadata_size)});
   }

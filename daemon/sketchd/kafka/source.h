@@ -109,11 +109,13 @@ struct commit_offset {
 };
 
 // A partition assigned without a start from on_assign, whose group's committed offset was
-// committed with metadata (see source::on_taken_over()).
+// committed with metadata, or which the group never committed and which is read from its
+// start (see source::on_taken_over()).
 struct committed_metadata {
   topic_partition tp;
-  std::int64_t offset = 0;  // the group's committed offset
-  std::string metadata;
+  std::int64_t offset = 0;  // the group's committed offset; kNeverCommitted for none
+  std::string metadata;     // empty when never committed
+  static constexpr std::int64_t kNeverCommitted = -1;
 };
 
 // One consumed message, valid until the next poll_batch() or close().
@@ -228,7 +230,9 @@ class source {
   void on_commit(std::function<void(std::span<commit_offset>)> hook);
   // Called inside poll_batch(), after on_filled, with the partitions just assigned without a
   // start from on_assign whose group's committed offset carries metadata (as on_commit set
-  // it, possibly by another member), before any of their messages is read.
+  // it, possibly by another member), before any of their messages is read. With
+  // auto.offset.reset earliest, also those the group never committed, read from their
+  // start: a member may have forwarded from them and stopped before its first commit.
   void on_taken_over(std::function<void(std::span<const committed_metadata>)> hook);
 
   // Stops fetching from every assigned partition, and from partitions assigned later.
