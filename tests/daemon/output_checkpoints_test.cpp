@@ -43,6 +43,24 @@ TEST(OutputEnds, OtherTextsAreNotPositions) {
   }
 }
 
+// A partition assigned when a checkpoint is taken (the assignment's) is forwarded from after
+// its ends: a first commit far past what the next checkpoint saw still carries them. Found by
+// group_moves under AddressSanitizer: a member read a new partition's first 90 messages in one
+// batch before any checkpoint, committed without metadata, stopped, and the next owner
+// forwarded 6 of them again.
+TEST(OutputCheckpoints, APartitionAssignedAtACheckpointCommitsWithItsEnds) {
+  output_checkpoints c;
+  c.started(0, 4);  // no checkpoint yet: nothing to carry
+  EXPECT_EQ(c.metadata(0, 4, 324), "");
+  c.take({{0, 3, 500}}, {{"unique", 0, 100}});  // the assignment's
+  c.started(0, 4);
+  c.take({{0, 3, 520}, {0, 4, 414}}, {{"unique", 0, 140}});  // read 324..413 at once
+  const std::string assignment = encode_output_ends({{"unique", 0, 100}}, 4000);
+  EXPECT_EQ(c.metadata(0, 4, 407), assignment);
+  EXPECT_EQ(c.metadata(0, 4, 414), encode_output_ends({{"unique", 0, 140}}, 4000));
+  EXPECT_EQ(c.metadata(0, 3, 510), assignment);  // other partitions as before
+}
+
 // A commit of partition p at C carries the latest checkpoint from which every message at C or
 // after was still to be processed (its next offset ≤ C); none when p was processed past C at
 // every checkpoint kept, or not at all.

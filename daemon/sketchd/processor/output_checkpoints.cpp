@@ -79,6 +79,10 @@ std::optional<std::vector<output_end>> parse_output_ends(std::string_view text) 
   return ends;
 }
 
+void output_checkpoints::started(std::size_t topic_index, std::int32_t partition) {
+  if (!kept_.empty()) kept_.back().next[{topic_index, partition}] = 0;
+}
+
 void output_checkpoints::take(
     const std::vector<std::tuple<std::size_t, std::int32_t, std::int64_t>>& next,
     const std::vector<output_end>& ends) {

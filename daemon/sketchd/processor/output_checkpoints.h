@@ -14,7 +14,9 @@
 // copies lie at or after E. The commit of partition p at offset C carries the E of the latest
 // checkpoint whose N(p) ≤ C (the messages from C on came after it); when none qualifies (p
 // was processed further than C at every kept checkpoint), it carries nothing, and the next
-// owner forwards those messages again, as without this.
+// owner forwards those messages again, as without this. A partition newly assigned counts as
+// processed from its offset 0 at the checkpoint taken when the assignment began (started()):
+// all it will forward comes after that checkpoint's ends.
 //
 //   checkpoint 1: E1, N(p)=500    checkpoint 2: E2, N(p)=900    commit of p at 700 → E1
 //
@@ -71,6 +73,12 @@ class output_checkpoints {
   // "" when none qualifies, or its text is too long.
   [[nodiscard]] std::string metadata(std::size_t topic_index, std::int32_t partition,
                                      std::int64_t offset) const;
+  // Input partition (topic_index, partition) is assigned, and none of its messages processed
+  // here yet: every one of them is forwarded after the ends of the latest checkpoint (taken
+  // when the assignment began), which is then the one for any commit of it, until a later
+  // one qualifies. Without it, a partition read far ahead of its first commit (a batch read
+  // before any checkpoint) would commit with no metadata. Nothing without a checkpoint.
+  void started(std::size_t topic_index, std::int32_t partition);
   // Checkpoints whose text was too long to send, since the start.
   [[nodiscard]] std::uint64_t too_long() const noexcept { return too_long_; }
 

@@ -290,6 +290,9 @@ bool processor::flush(std::chrono::milliseconds timeout,
 
 void processor::assignment_begins() {
   positions_.assignment_begins();
+  // Where the outputs end before any message of the partitions assigned now is read: the
+  // commits of those partitions can carry it from their first on (assigned()).
+  take_checkpoint();
   for (pipeline* p : pipelines_) p->input_assigned();
   drop_unassigned_shards_ = true;
 }
@@ -345,6 +348,9 @@ void processor::drop_shard(const kafka::topic_partition& tp) {
 }
 
 void processor::assigned(const kafka::topic_partition& tp, std::optional<std::int64_t> start) {
+  // A partition new here (not revoked in the same rebalance, whose messages up to now were
+  // forwarded before that checkpoint's ends or not) is forwarded from after them.
+  if (!positions_.returning(tp)) checkpoints_.started(tp.topic_index, tp.partition);
   // Without a snapshot's position, the windows have not counted this partition's recent
   // items (unless it was revoked from this instance in the same rebalance): the group's
   // heavy-hitter figures miss them for a window, unless they are filled from the log
