@@ -18,6 +18,8 @@ BUILD_PACKAGES=(
   libxxhash-dev libcli11-dev libfmt-dev libabsl-dev
   # the daemon (jemalloc: its allocator, see SKETCHD_JEMALLOC in CMakeLists.txt)
   librdkafka-dev libyaml-cpp-dev libspdlog-dev libsimdjson-dev libcpp-httplib-dev libjemalloc-dev
+  # bcrypt for http.basic_auth_users (libxcrypt; libc6-dev brings it, named here all the same)
+  libcrypt-dev
   # its metrics registry and text format, and its JSON writer
   prometheus-cpp-dev nlohmann-json3-dev
 )

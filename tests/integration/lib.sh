@@ -303,12 +303,14 @@ start_daemon() {
   log "sketchd ($name, pid $daemon_pid) ready on $http"
 }
 
+# curl_auth: curl's options for sketchd's HTTP API (a test with http.basic_auth_users sets
+# it, as in curl_auth=(-u user:password)), used by wait_http, scrape and the API helpers.
 # wait_http URL SECONDS [PID]: waits until URL answers 200; fails when PID exits first.
 wait_http() {
   local url=$1 limit=$(($2 * slow)) pid=${3:-}
   local deadline=$((SECONDS + limit))
   while ((SECONDS < deadline)); do
-    if [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$url" || true) == 200 ]]; then
+    if [[ $(curl -s ${curl_auth[@]+"${curl_auth[@]}"} -o /dev/null -w '%{http_code}' --max-time 2 "$url" || true) == 200 ]]; then
       return 0
     fi
     if [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then
@@ -321,7 +323,8 @@ wait_http() {
 
 # scrape: GET $http/metrics into $work/metrics.txt.
 scrape() {
-  curl -sf --max-time 5 "$http/metrics" >"$work/metrics.txt" || fail "GET $http/metrics failed"
+  curl -sf ${curl_auth[@]+"${curl_auth[@]}"} --max-time 5 "$http/metrics" >"$work/metrics.txt" ||
+    fail "GET $http/metrics failed"
 }
 
 # metric_value FILE SERIES: the value of the sample whose name and labels are exactly
@@ -417,7 +420,7 @@ compare() {
 # $api_status to the HTTP status.
 api() {
   local file=${2:-$work/api.json}
-  api_status=$(curl -s --max-time 5 -o "$file" -w '%{http_code}' "$http/$1") \
+  api_status=$(curl -s ${curl_auth[@]+"${curl_auth[@]}"} --max-time 5 -o "$file" -w '%{http_code}' "$http/$1") \
     || fail "GET $http/$1 failed"
 }
 

@@ -97,6 +97,12 @@ generator_pid=$last_pid
 
 port=$(free_port)
 mkdir "$work/state"
+# Every endpoint but /healthz asks for a user (http.basic_auth_users), and Prometheus
+# scrapes with it. The bcrypt hash (cost 4: quick) is made by libcrypt through Python.
+password="scrape-$RANDOM$RANDOM"
+hash=$("$python" -W ignore -c 'import crypt, sys; print(crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16)))' "$password")
+[[ $hash == '$2b$04$'* ]] || fail "python could not make a bcrypt hash: $hash"
+curl_auth=(-u "prometheus:$password")
 cat >"$work/sketchd.yaml" <<EOF
 kafka:
   brokers: "$bootstrap"
@@ -105,6 +111,7 @@ kafka:
   properties: { session.timeout.ms: 6000, heartbeat.interval.ms: 1000, statistics.interval.ms: 1000, auto.commit.interval.ms: 1000 }
 http:
   listen: "127.0.0.1:$port"
+  basic_auth_users: { prometheus: "$hash" }
 state:
   dir: "$work/state"
   snapshot_interval: 2s
@@ -125,6 +132,17 @@ pipelines:
 log: { level: info, summary_interval: 0 }
 EOF
 start_daemon "$work/sketchd.yaml"
+# Basic authentication: no user or a wrong password is refused (401, asking for one),
+# /healthz stays open.
+for auth in "" "-u prometheus:wrong" "-u nobody:$password"; do
+  # shellcheck disable=SC2086
+  code=$(curl -s $auth -o "$work/401.json" -w '%{http_code}' --max-time 5 "$http/metrics")
+  [[ $code == 401 ]] || fail "GET /metrics with '${auth:-no user}' answered $code, not 401"
+done
+grep -q "authentication required" "$work/401.json" || fail "the 401 does not say why: $(cat "$work/401.json")"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$http/healthz")
+[[ $code == 200 ]] || fail "GET /healthz without a user answered $code, not 200"
+log "basic auth: 401 without a user or with a wrong password, 200 with it; /healthz open"
 wait_metric 'sketchd_cms_window_items{pipeline="uniform"}' -ge 500 30
 kill -0 "$generator_pid" 2>/dev/null || fail "the event generator exited"
 log "uniform window holds $metric items"
@@ -140,6 +158,7 @@ rule_files:
   - $work/rules.yml
 scrape_configs:
   - job_name: sketchd
+    basic_auth: { username: prometheus, password: "$password" }
     static_configs:
       - targets: ["127.0.0.1:$port"]
 EOF
@@ -152,10 +171,10 @@ prom_pid=$last_pid
 prom_started=$SECONDS
 wait_http "$prom/-/ready" 30 "$prom_pid"
 log "prometheus ready on $prom"
-# Its first scrape of sketchd: `up` has a sample.
+# Its first scrape of sketchd, with the user: `up` is 1 (a refused scrape sets it to 0).
 deadline=$((SECONDS + 30))
-until [[ $(curl -sf --max-time 5 "$prom/api/v1/query?query=up" | "$python" -c 'import json, sys; print(len(json.load(sys.stdin)["data"]["result"]))' 2>/dev/null) == 1 ]]; do
-  ((SECONDS < deadline)) || fail "Prometheus did not scrape sketchd within 30 s"
+until [[ $(curl -sf --max-time 5 "$prom/api/v1/query?query=up%3D%3D1" | "$python" -c 'import json, sys; print(len(json.load(sys.stdin)["data"]["result"]))' 2>/dev/null) == 1 ]]; do
+  ((SECONDS < deadline)) || fail "Prometheus did not scrape sketchd (with its user) within 30 s"
   sleep 0.2
 done
 first_scrape=$SECONDS
@@ -310,4 +329,7 @@ log "active alerts: $(json "$work/alerts.json" '", ".join(sorted({a["labels"]["a
 
 kill -0 "$daemon_pid" 2>/dev/null || fail "sketchd exited during the test"
 kill -0 "$generator_pid" 2>/dev/null || fail "the event generator exited during the test"
+# Neither the password nor its hash is ever logged.
+! grep -qF -e "$password" -e "$hash" "$work"/sketchd.out "$work"/sketchd.err ||
+  fail "sketchd's log shows the password or its hash"
 log "PASS"

@@ -1,4 +1,5 @@
-// The http section: the address the HTTP server listens on.
+// The http section: the address the HTTP server listens on, and the users of its basic
+// authentication.
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -6,19 +7,17 @@
 #include <utility>
 
 #include "sketchd/config/sections.h"
+#include "sketchd/http/basic_auth.h"
 
 namespace sketchd::config_detail {
+namespace {
 
-http_config read_http(checker& c, const field& f) {
-  http_config h;
-  const mapping m(c, f, {"listen"});
-  const auto listen = m.get("listen");
-  if (!listen) return h;
-  const auto value = c.text(*listen);
-  if (!value || value->empty()) return h;  // empty after substitution: the default
+// http.listen (`f`) into `h`.
+void read_listen(checker& c, const field& f, http_config& h) {
+  const auto value = c.text(f);
+  if (!value || value->empty()) return;  // empty after substitution: the default
   const auto bad = [&](std::string_view why) {
-    c.error(*listen, fmt::format("{}, got \"{}\"", why, *value));
-    return h;
+    c.error(f, fmt::format("{}, got \"{}\"", why, *value));
   };
   if (value->find("://") != std::string::npos) {
     return bad("expected HOST:PORT such as 127.0.0.1:9464, not a URL");
@@ -53,6 +52,35 @@ http_config read_http(checker& c, const field& f) {
   h.listen = *value;
   h.host = std::move(host);
   h.port = static_cast<std::uint16_t>(std::stoul(port));
+}
+
+// http.basic_auth_users (`f`) into `h`: each user's bcrypt hash, checked; the hashes never
+// shown in a message.
+void read_users(checker& c, const field& f, http_config& h) {
+  const mapping users(c, f, {}, /*any_key=*/true);
+  for (auto [name, value] : users.entries()) {
+    if (const auto problem = http::user_name_problem(name)) {
+      c.error(value.key_mark, fmt::format("{}: {}", value.path, *problem));
+      continue;
+    }
+    value.secret = true;
+    const auto hash = c.nonempty_text(value);
+    if (!hash) continue;
+    if (const auto problem = http::bcrypt_hash_problem(*hash)) {
+      c.error(value, *problem);
+      continue;
+    }
+    h.basic_auth_users.emplace(name, *hash);
+  }
+}
+
+}  // namespace
+
+http_config read_http(checker& c, const field& f) {
+  http_config h;
+  const mapping m(c, f, {"listen", "basic_auth_users"});
+  if (const auto listen = m.get("listen")) read_listen(c, *listen, h);
+  if (const auto users = m.get("basic_auth_users")) read_users(c, *users, h);
   return h;
 }
 

@@ -46,6 +46,9 @@ struct http_config {
   std::string listen = "127.0.0.1:9464";  // as written
   std::string host = "127.0.0.1";         // without the brackets of an IPv6 address
   std::uint16_t port = 9464;              // 0: any free port
+  // Basic authentication, as Prometheus' web configuration has it: user name → bcrypt hash
+  // of the password. Empty: every endpoint is open.
+  std::map<std::string, std::string> basic_auth_users;
 };
 
 // Where a value is in the configuration file, 1-based (0: unknown), for what is found

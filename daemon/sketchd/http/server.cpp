@@ -256,7 +256,22 @@ void http_server::routes() {
     }
   });
   http::add_api_routes(s, pipelines_);
-  s.set_pre_routing_handler(before_routing);
+  if (config_.basic_auth_users.empty()) {
+    s.set_pre_routing_handler(before_routing);
+  } else {
+    // Every endpoint but /healthz asks for a user: the liveness answer says nothing about
+    // the data, and a probe that restarts sketchd should not need its credentials.
+    auth_ = std::make_unique<http::basic_auth>(config_.basic_auth_users);
+    s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (before_routing(req, res) == httplib::Server::HandlerResponse::Handled)
+        return httplib::Server::HandlerResponse::Handled;
+      if (req.path == "/healthz" || auth_->allows(req.get_header_value("Authorization")))
+        return httplib::Server::HandlerResponse::Unhandled;
+      res.set_header("WWW-Authenticate", std::string(http::basic_auth::kChallenge));
+      http::json_error(res, 401, "authentication required: a user of http.basic_auth_users");
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  }
   s.set_error_handler(
       [](const httplib::Request& req, httplib::Response& res) { answer_unrouted(req, res); });
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sketchd/config/config.h"
+#include "sketchd/http/basic_auth.h"
 #include "sketchd/http/connection.h"
 #include "sketchd/metrics/metrics.h"
 #include "sketchd/pipeline/pipeline.h"
@@ -124,6 +125,7 @@ class http_server {
   std::vector<const pipeline*> pipelines_;
   const readiness& ready_;
   std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<http::basic_auth> auth_;  // with http.basic_auth_users only
   std::thread thread_;
   std::atomic<bool> listen_returned_{false};  // set by thread_ when httplib's loop has ended
   int listen_socket_ = -1;  // the socket httplib last created to listen on (start())
