@@ -13,7 +13,10 @@
 #     (sketchd_cms_window_incomplete_seconds 0), and the alert is pending within 10 s of
 #     Prometheus' first scrape;
 #   - SketchdBloomFillHigh and SketchdDedupWindowShrunk fire for the uniform pipeline, whose
-#     dedup window is sized below its distinct items, and never for the skewed one.
+#     dedup window is sized below its distinct items, and never for the skewed one;
+#   - sketchd asks for a user (http.basic_auth_users, a bcrypt hash): Prometheus scrapes with
+#     its basic_auth (`up` is 1); no user, a wrong password or an unknown user get a 401,
+#     /healthz answers without one, and neither the password nor its hash is ever logged.
 #
 # The streams, produced continuously (kcat) for the whole test, keyed by item:
 #   skewed:  blocks of 600 events in a random order: 400 distinct items once each and
