@@ -44,7 +44,7 @@ port=$port_b start_daemon "$work/b.yaml" b
 pid_b=$daemon_pid
 wait_assigned b 4
 check_log "$work/b.err" "4 partition\(s\) taken over that the group never committed"
-found=$(sed -n "s/.*output topic unique: read back [0-9]* message(s) forwarded since the topic's start (partitions never committed) in [0-9.]* s; \([0-9]*\) of them came from input this instance reads again.*/\1/p" "$work/b.err" | tail -1)
+found=$(copies_found "$work/b.err" "the topic's start (partitions never committed)")
 [[ $found == "$a_forwarded" ]] || fail "B found ${found:-no} copies of A's, not the $a_forwarded A forwarded"
 log "3. B took the partitions over and found the $found copies A forwarded"
 

@@ -68,7 +68,7 @@ until (($(assignments a) >= 2)); do
   sleep 0.2
 done
 check_log "$work/a.err" "[0-9]+ partition\(s\) taken over with the outputs' positions of their last commit"
-found=$(sed -n "s/.*output topic unique: read back [0-9]* message(s) forwarded since the last commit of the partitions taken over in [0-9.]* s; \([0-9]*\) of them came from input this instance reads again.*/\1/p" "$work/a.err" | tail -1)
+found=$(copies_found "$work/a.err" "the last commit of the partitions taken over")
 [[ $found == "$b_forwarded" ]] || fail "A found ${found:-no} copies of B's, not the $b_forwarded B forwarded"
 log "4. A took B's partitions over and found the $found copies B forwarded"
 

@@ -254,6 +254,14 @@ log: { level: info, summary_interval: 0 }
 EOF
 }
 
+# copies_found LOG SINCE: how many copies of its input the last read-back of output topic
+# `unique` that LOG tells of, from SINCE ("the last commit of the partitions taken over"),
+# found (the log line "output topic unique: read back N message(s) forwarded since SINCE in
+# S s; M of them came from input this instance reads again…"); nothing without one.
+copies_found() {
+  sed -n "s/.*output topic unique: read back [0-9]* message(s) forwarded since $2 in [0-9.]* s; \([0-9]*\) of them came from input this instance reads again.*/\1/p" "$1" | tail -1
+}
+
 # group_member_config FILE PORT GROUP FPR [SCOPE [STATE [HH_WINDOW]]]: a member of consumer
 # group GROUP reading `events` in small batches (50) with short group timings; its pipeline
 # `orders` takes the item from /user/id, forwards first-seen events to `unique` (dedup: 1h,
