@@ -20,6 +20,8 @@ BUILD_PACKAGES=(
   librdkafka-dev libyaml-cpp-dev libspdlog-dev libsimdjson-dev libcpp-httplib-dev libjemalloc-dev
   # bcrypt for http.basic_auth_users (libxcrypt; libc6-dev brings it, named here all the same)
   libcrypt-dev
+  # HTTPS for http.tls (cpp-httplib is built with it too)
+  libssl-dev
   # its metrics registry and text format, and its JSON writer
   prometheus-cpp-dev nlohmann-json3-dev
 )
@@ -31,6 +33,8 @@ TEST_PACKAGES=(
   # integration tests: a real Kafka client, HTTP client, Prometheus server and promtool,
   # and the compose-file validator
   kcat curl prometheus prometheus-alertmanager docker-compose python3
+  # certificates for the HTTPS tests
+  openssl
   # benchmarks against the classic shell baselines
   gawk coreutils time wamerican
 )

@@ -145,7 +145,7 @@ TEST(HttpApi, TheRoutesFindThePipelineAndTheItem) {
   metrics::registry registry;
   readiness ready;
   const http_config cfg{
-      .listen = "127.0.0.1:0", .host = "127.0.0.1", .port = 0, .basic_auth_users = {}};
+      .listen = "127.0.0.1:0", .host = "127.0.0.1", .port = 0, .basic_auth_users = {}, .tls = {}};
   http_server server(cfg, registry, {&hh, &dd}, ready);
   httplib::Client client("127.0.0.1", server.start());
   client.set_url_encode(false);  // the paths are sent as they are written here

@@ -113,7 +113,8 @@ struct served_with_users {
   http_config cfg{.listen = "127.0.0.1:0",
                   .host = "127.0.0.1",
                   .port = 0,
-                  .basic_auth_users = {{"prometheus", bcrypt("secret")}}};
+                  .basic_auth_users = {{"prometheus", bcrypt("secret")}},
+                  .tls = {}};
   http_server server{cfg, registry, {}, ready};
   int port = server.start();
 

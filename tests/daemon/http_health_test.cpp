@@ -28,7 +28,8 @@ using namespace std::chrono_literals;
 struct served {
   metrics::registry registry;
   readiness ready{1000ms};
-  http_config cfg{.listen = "127.0.0.1:0", .host = "127.0.0.1", .port = 0, .basic_auth_users = {}};
+  http_config cfg{
+      .listen = "127.0.0.1:0", .host = "127.0.0.1", .port = 0, .basic_auth_users = {}, .tls = {}};
   http_server server{cfg, registry, {}, ready};
   int port = server.start();
 

@@ -301,12 +301,13 @@ produce() {
 
 # start_daemon CONFIG [NAME]: runs `sketchd run --config CONFIG` (logs in $work/NAME.err,
 # NAME defaults to "sketchd"), sets $daemon_pid and $http, and waits until /readyz
-# answers 200 (at most 30 s). The config's http.listen must be 127.0.0.1:$port.
+# answers 200 (at most 30 s). The config's http.listen must be 127.0.0.1:$port; with
+# http.tls, the test sets http_scheme=https (and curl_auth the CA to trust).
 start_daemon() {
   local config=$1 name=${2:-sketchd}
   start_background "$name" "$sketchd" run --config "$config"
   daemon_pid=$last_pid
-  http="http://127.0.0.1:$port"
+  http="${http_scheme:-http}://127.0.0.1:$port"
   wait_http "$http/readyz" 30 "$daemon_pid"
   log "sketchd ($name, pid $daemon_pid) ready on $http"
 }

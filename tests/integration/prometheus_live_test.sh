@@ -14,9 +14,13 @@
 #     Prometheus' first scrape;
 #   - SketchdBloomFillHigh and SketchdDedupWindowShrunk fire for the uniform pipeline, whose
 #     dedup window is sized below its distinct items, and never for the skewed one;
-#   - sketchd asks for a user (http.basic_auth_users, a bcrypt hash): Prometheus scrapes with
-#     its basic_auth (`up` is 1); no user, a wrong password or an unknown user get a 401,
-#     /healthz answers without one, and neither the password nor its hash is ever logged.
+#   - sketchd serves HTTPS with client certificates (http.tls with client_ca_file; a CA, and
+#     the server's and Prometheus' certificates it signs, made here with openssl) and asks
+#     for a user (http.basic_auth_users, a bcrypt hash): Prometheus scrapes over TLS with its
+#     certificate and basic_auth (`up` is 1); no user, a wrong password or an unknown user
+#     get a 401, /healthz answers without one; plain HTTP gets a 400 saying to use https,
+#     a client without a certificate no answer; neither the password, its hash nor the
+#     private key is ever logged.
 #
 # The streams, produced continuously (kcat) for the whole test, keyed by item:
 #   skewed:  blocks of 600 events in a random order: 400 distinct items once each and
@@ -39,7 +43,7 @@
 # Usage: prometheus_live_test.sh PATH/TO/sketchd
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-ITEST_EXTRA_TOOLS=(prometheus promtool)
+ITEST_EXTRA_TOOLS=(prometheus promtool openssl)
 itest_init "$@"
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -105,7 +109,24 @@ mkdir "$work/state"
 password="scrape-$RANDOM$RANDOM"
 hash=$("$python" -W ignore -c 'import crypt, sys; print(crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16)))' "$password")
 [[ $hash == '$2b$04$'* ]] || fail "python could not make a bcrypt hash: $hash"
-curl_auth=(-u "prometheus:$password")
+# HTTPS with client certificates: a CA, and the server's and Prometheus' certificates.
+tls=$work/tls
+mkdir "$tls"
+ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+openssl req -x509 "${ec[@]}" -keyout "$tls/ca.key" -out "$tls/ca.crt" -days 2 \
+  -subj "/CN=sketchd test CA" 2>"$tls/openssl.err" || fail "openssl: $(cat "$tls/openssl.err")"
+for name in server prometheus; do
+  openssl req "${ec[@]}" -keyout "$tls/$name.key" -out "$tls/$name.csr" -subj "/CN=$name" \
+    2>>"$tls/openssl.err" || fail "openssl: $(cat "$tls/openssl.err")"
+  printf 'subjectAltName=IP:127.0.0.1\n' >"$tls/$name.ext"
+  openssl x509 -req -in "$tls/$name.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" \
+    -CAcreateserial -days 2 -extfile "$tls/$name.ext" -out "$tls/$name.crt" \
+    2>>"$tls/openssl.err" || fail "openssl: $(cat "$tls/openssl.err")"
+done
+key_line=$(sed -n 2p "$tls/server.key")  # a line of the private key, never to be logged
+http_scheme=https
+tls_curl=(--cacert "$tls/ca.crt" --cert "$tls/prometheus.crt" --key "$tls/prometheus.key")
+curl_auth=(-u "prometheus:$password" "${tls_curl[@]}")
 cat >"$work/sketchd.yaml" <<EOF
 kafka:
   brokers: "$bootstrap"
@@ -115,6 +136,7 @@ kafka:
 http:
   listen: "127.0.0.1:$port"
   basic_auth_users: { prometheus: "$hash" }
+  tls: { cert_file: "$tls/server.crt", key_file: "$tls/server.key", client_ca_file: "$tls/ca.crt" }
 state:
   dir: "$work/state"
   snapshot_interval: 2s
@@ -139,13 +161,21 @@ start_daemon "$work/sketchd.yaml"
 # /healthz stays open.
 for auth in "" "-u prometheus:wrong" "-u nobody:$password"; do
   # shellcheck disable=SC2086
-  code=$(curl -s $auth -o "$work/401.json" -w '%{http_code}' --max-time 5 "$http/metrics")
+  code=$(curl -s $auth "${tls_curl[@]}" -o "$work/401.json" -w '%{http_code}' --max-time 5 "$http/metrics")
   [[ $code == 401 ]] || fail "GET /metrics with '${auth:-no user}' answered $code, not 401"
 done
 grep -q "authentication required" "$work/401.json" || fail "the 401 does not say why: $(cat "$work/401.json")"
-code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$http/healthz")
+code=$(curl -s "${tls_curl[@]}" -o /dev/null -w '%{http_code}' --max-time 5 "$http/healthz")
 [[ $code == 200 ]] || fail "GET /healthz without a user answered $code, not 200"
 log "basic auth: 401 without a user or with a wrong password, 200 with it; /healthz open"
+# Plain HTTP is told to use https; a client without a certificate gets no answer.
+code=$(curl -s -o "$work/plain.json" -w '%{http_code}' --max-time 5 "http://127.0.0.1:$port/healthz" || true)
+[[ $code == 400 ]] && grep -q "speaks HTTPS" "$work/plain.json" ||
+  fail "plain HTTP answered $code: $(cat "$work/plain.json")"
+if curl -s --cacert "$tls/ca.crt" -o /dev/null --max-time 5 "$http/healthz"; then
+  fail "a client without a certificate was answered"
+fi
+log "TLS: plain HTTP refused (400, use https), a client without a certificate refused"
 wait_metric 'sketchd_cms_window_items{pipeline="uniform"}' -ge 500 30
 kill -0 "$generator_pid" 2>/dev/null || fail "the event generator exited"
 log "uniform window holds $metric items"
@@ -161,6 +191,8 @@ rule_files:
   - $work/rules.yml
 scrape_configs:
   - job_name: sketchd
+    scheme: https
+    tls_config: { ca_file: "$tls/ca.crt", cert_file: "$tls/prometheus.crt", key_file: "$tls/prometheus.key" }
     basic_auth: { username: prometheus, password: "$password" }
     static_configs:
       - targets: ["127.0.0.1:$port"]
@@ -177,10 +209,13 @@ log "prometheus ready on $prom"
 # Its first scrape of sketchd, with the user: `up` is 1 (a refused scrape sets it to 0).
 deadline=$((SECONDS + 30))
 until [[ $(curl -sf --max-time 5 "$prom/api/v1/query?query=up%3D%3D1" | "$python" -c 'import json, sys; print(len(json.load(sys.stdin)["data"]["result"]))' 2>/dev/null) == 1 ]]; do
-  ((SECONDS < deadline)) || fail "Prometheus did not scrape sketchd (with its user) within 30 s"
+  ((SECONDS < deadline)) || fail "Prometheus did not scrape sketchd (over TLS, with its user) within 30 s"
   sleep 0.2
 done
 first_scrape=$SECONDS
+scrape_s=$(curl -sf --max-time 5 "$prom/api/v1/query?query=scrape_duration_seconds%7Bjob%3D%22sketchd%22%7D" |
+  "$python" -c 'import json, sys; print(json.load(sys.stdin)["data"]["result"][0]["value"][1])' 2>/dev/null || true)
+log "Prometheus scrapes sketchd over TLS with a client certificate and basic auth: up 1, scrape ${scrape_s:-?} s"
 
 # --- every query of the dashboard ---------------------------------------------------------
 "$python" "$checker" --queries "$dashboard" >"$work/queries.jsonl" || fail "could not read the dashboard's queries"
@@ -332,7 +367,7 @@ log "active alerts: $(json "$work/alerts.json" '", ".join(sorted({a["labels"]["a
 
 kill -0 "$daemon_pid" 2>/dev/null || fail "sketchd exited during the test"
 kill -0 "$generator_pid" 2>/dev/null || fail "the event generator exited during the test"
-# Neither the password nor its hash is ever logged.
-! grep -qF -e "$password" -e "$hash" "$work"/sketchd.out "$work"/sketchd.err ||
-  fail "sketchd's log shows the password or its hash"
+# Neither the password, its hash nor the private key is ever logged.
+! grep -qF -e "$password" -e "$hash" -e "$key_line" "$work"/sketchd.out "$work"/sketchd.err ||
+  fail "sketchd's log shows the password, its hash or the private key"
 log "PASS"

@@ -150,10 +150,15 @@ void app::start_http() {
   for (const auto& p : pipelines_) readers.push_back(p.get());
   http_ = std::make_unique<http_server>(cfg_.http, registry_, readers, ready_);
   const int port = http_->start();
+  const auto& h = cfg_.http;
   module_logger("http")->info(
-      "serving /metrics, /healthz, /readyz and /api/v1 on http://{}:{}",
-      cfg_.http.host.find(':') != std::string::npos ? "[" + cfg_.http.host + "]" : cfg_.http.host,
-      port);
+      "serving /metrics, /healthz, /readyz and /api/v1 on {}://{}:{}{}{}", h.tls ? "https" : "http",
+      h.host.find(':') != std::string::npos ? "[" + h.host + "]" : h.host, port,
+      h.tls && !h.tls->client_ca_file.empty() ? ", client certificates required" : "",
+      h.basic_auth_users.empty()
+          ? ""
+          : fmt::format(", basic authentication ({} user{})", h.basic_auth_users.size(),
+                        h.basic_auth_users.size() == 1 ? "" : "s"));
 }
 
 void app::start_source() {

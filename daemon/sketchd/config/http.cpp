@@ -1,5 +1,5 @@
-// The http section: the address the HTTP server listens on, and the users of its basic
-// authentication.
+// The http section: the address the HTTP server listens on, the users of its basic
+// authentication, and its TLS files.
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 
 #include "sketchd/config/sections.h"
 #include "sketchd/http/basic_auth.h"
+#include "sketchd/http/tls.h"
 
 namespace sketchd::config_detail {
 namespace {
@@ -74,13 +75,46 @@ void read_users(checker& c, const field& f, http_config& h) {
   }
 }
 
+// http.tls (`f`) into `h`: the files' paths, and the files read and checked, so that a
+// certificate or key that would not do is refused at its key, by check-config as by run.
+void read_tls(checker& c, const field& f, http_config& h) {
+  const mapping m(c, f, {"cert_file", "key_file", "client_ca_file"});
+  if (!m.valid()) return;
+  tls_config t;
+  const auto cert = m.require("cert_file");
+  const auto key = m.require("key_file");
+  const auto ca = m.get("client_ca_file");
+  bool ok = true;
+  const auto path = [&](const std::optional<field>& at, std::string& out) {
+    if (!at) return;
+    if (const auto value = c.nonempty_text(*at)) {
+      out = *value;
+    } else {
+      ok = false;
+    }
+  };
+  path(cert, t.cert_file);
+  path(key, t.key_file);
+  if (ca && !c.empty_after_substitution(*ca)) path(ca, t.client_ca_file);
+  if (!ok || !cert || !key) return;
+  if (const auto problem = http::tls_files_problem(t)) {
+    const field& at = problem->file == http::tls_file::cert  ? *cert
+                      : problem->file == http::tls_file::key ? *key
+                                                             : *ca;
+    c.error(at, problem->message);
+    return;
+  }
+  h.tls = std::move(t);
+}
+
 }  // namespace
 
 http_config read_http(checker& c, const field& f) {
   http_config h;
-  const mapping m(c, f, {"listen", "basic_auth_users"});
+  const mapping m(c, f, {"listen", "basic_auth_users", "tls"});
   if (const auto listen = m.get("listen")) read_listen(c, *listen, h);
   if (const auto users = m.get("basic_auth_users")) read_users(c, *users, h);
+  if (const auto tls = m.get("tls")) read_tls(c, *tls, h);
   return h;
 }
 

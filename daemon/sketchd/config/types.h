@@ -42,6 +42,24 @@ struct kafka_config {
   std::chrono::milliseconds poll_timeout{100};  // 1ms..1s
 };
 
+// Where a value is in the configuration file, 1-based (0: unknown), for what is found
+// wrong with it later, when the file is checked against the disk (check-config).
+struct source_position {
+  int line = 0;
+  int column = 0;
+};
+
+// http.tls: HTTPS, as Prometheus' web configuration has it (exporter-toolkit's tls_server_config):
+// a certificate chain and its key in PEM files, and optionally the CAs whose client
+// certificates are required (mutual TLS). The paths are as written (relative ones from the
+// working directory); the files are read when the configuration is, and again when they
+// change.
+struct tls_config {
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca_file;  // empty: no client certificate asked for
+};
+
 struct http_config {
   std::string listen = "127.0.0.1:9464";  // as written
   std::string host = "127.0.0.1";         // without the brackets of an IPv6 address
@@ -49,13 +67,7 @@ struct http_config {
   // Basic authentication, as Prometheus' web configuration has it: user name → bcrypt hash
   // of the password. Empty: every endpoint is open.
   std::map<std::string, std::string> basic_auth_users;
-};
-
-// Where a value is in the configuration file, 1-based (0: unknown), for what is found
-// wrong with it later, when the file is checked against the disk (check-config).
-struct source_position {
-  int line = 0;
-  int column = 0;
+  std::optional<tls_config> tls;  // none: plain HTTP
 };
 
 struct state_config {

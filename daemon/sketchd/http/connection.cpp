@@ -1,9 +1,13 @@
 #include "sketchd/http/connection.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <httplib.h>
 #include <netdb.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,6 +26,8 @@
 #include <thread>
 
 #include "sketchd/http/api.h"
+#include "sketchd/http/tls.h"
+#include "sketchd/util/logging.h"
 
 namespace sketchd::http {
 
@@ -142,11 +148,15 @@ thread_local bool close_after_answer = false;
 // connection, so that requests sent one after the other without waiting (pipelined) are
 // all answered; httplib's own stream, one per request, dropped those it had read ahead.
 // Not thread-safe: one owner, the worker serving the connection.
+// With `ssl` (a TLS session whose handshake is done, on a non-blocking socket), the bytes
+// read and written are TLS's plain text.
 class bounded_socket_stream final : public httplib::Stream {
  public:
-  explicit bounded_socket_stream(socket_t sock) : sock_(sock) {}
+  explicit bounded_socket_stream(socket_t sock, SSL* ssl = nullptr) : sock_(sock), ssl_(ssl) {}
 
-  [[nodiscard]] bool has_read_ahead() const { return offset_ < filled_; }
+  [[nodiscard]] bool has_read_ahead() const {
+    return offset_ < filled_ || (ssl_ != nullptr && SSL_pending(ssl_) > 0);
+  }
 
   void begin_request() {
     const auto now = std::chrono::steady_clock::now();
@@ -169,13 +179,18 @@ class bounded_socket_stream final : public httplib::Stream {
     const auto left = deadline_ - std::chrono::steady_clock::now();
     if (left <= std::chrono::steady_clock::duration::zero())
       return refuse(request_overrun::too_slow);
-    // A pause within the deadline is waited out: the request has until then.
-    if (!wait(POLLIN, left)) return refuse(request_overrun::too_slow);
     const std::size_t room = std::min(buffer_.size(), kMaxRequestBytes - read_);
     ssize_t n = 0;
-    do {
-      n = ::recv(sock_, buffer_.data(), room, 0);
-    } while (n < 0 && errno == EINTR);
+    if (ssl_ != nullptr) {
+      n = tls_read(room);
+      if (n == kTooSlow) return refuse(request_overrun::too_slow);
+    } else {
+      // A pause within the deadline is waited out: the request has until then.
+      if (!wait(POLLIN, left)) return refuse(request_overrun::too_slow);
+      do {
+        n = ::recv(sock_, buffer_.data(), room, 0);
+      } while (n < 0 && errno == EINTR);
+    }
     if (n <= 0) return n;
     read_ += static_cast<std::size_t>(n);
     filled_ = static_cast<std::size_t>(n);
@@ -184,7 +199,9 @@ class bounded_socket_stream final : public httplib::Stream {
   }
 
   ssize_t write(const char* ptr, std::size_t size) override {
-    if (std::chrono::steady_clock::now() >= answer_deadline_ || !is_writable()) return -1;
+    if (std::chrono::steady_clock::now() >= answer_deadline_) return -1;
+    if (ssl_ != nullptr) return tls_write(ptr, size);
+    if (!is_writable()) return -1;
     ssize_t n = 0;
     do {
       n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
@@ -204,6 +221,39 @@ class bounded_socket_stream final : public httplib::Stream {
   ssize_t refuse(request_overrun why) {
     overrun = why;
     return -1;
+  }
+
+  static constexpr ssize_t kTooSlow = -2;
+
+  // Up to `room` bytes of plain text into the buffer: their count, 0 when the client
+  // closed, -1 on an error, kTooSlow past the request's deadline.
+  ssize_t tls_read(std::size_t room) {
+    for (;;) {
+      ERR_clear_error();
+      const int n = SSL_read(ssl_, buffer_.data(), static_cast<int>(room));
+      if (n > 0) return n;
+      const int error = SSL_get_error(ssl_, n);
+      if (error == SSL_ERROR_ZERO_RETURN) return 0;
+      if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) return -1;
+      const auto left = deadline_ - std::chrono::steady_clock::now();
+      if (left <= std::chrono::steady_clock::duration::zero() ||
+          !wait(error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, left))
+        return kTooSlow;
+    }
+  }
+
+  // Some of `size` bytes as TLS records: how many, or -1.
+  ssize_t tls_write(const char* ptr, std::size_t size) {
+    for (;;) {
+      ERR_clear_error();
+      const int n = SSL_write(ssl_, ptr, static_cast<int>(std::min<std::size_t>(size, 1 << 30)));
+      if (n > 0) return n;
+      const int error = SSL_get_error(ssl_, n);
+      if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) return -1;
+      if (std::chrono::steady_clock::now() >= answer_deadline_ ||
+          !wait(error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, kWriteTimeout))
+        return -1;
+    }
   }
 
   bool wait(short events, std::chrono::steady_clock::duration timeout) const {
@@ -231,6 +281,7 @@ class bounded_socket_stream final : public httplib::Stream {
   }
 
   socket_t sock_;
+  SSL* ssl_;
   std::chrono::steady_clock::time_point deadline_{};
   std::chrono::steady_clock::time_point answer_deadline_{};
   std::array<char, 4096> buffer_{};
@@ -250,9 +301,20 @@ constexpr std::size_t kLingerBytes = 1024 * 1024;
 // own connection and stream, and what it keeps per request is thread_local.
 class bounded_server final : public httplib::Server {
  public:
+  // Every connection served over TLS from then on (before the listener starts).
+  void use_tls(std::shared_ptr<tls_server_context> tls) { tls_ = std::move(tls); }
+
   bool serve(socket_t sock) {
+    std::unique_ptr<SSL, decltype(&SSL_free)> ssl(nullptr, SSL_free);
+    if (tls_) {
+      ssl.reset(begin_tls(sock));
+      if (!ssl) {
+        linger_close(sock, nullptr);
+        return false;
+      }
+    }
     bool ok = false;
-    bounded_socket_stream stream(sock);
+    bounded_socket_stream stream(sock, ssl.get());
     for (std::size_t left = keep_alive_max_count_; left > 0 && !stopping(); --left) {
       pollfd p{sock, POLLIN, 0};
       if (!stream.has_read_ahead() &&
@@ -281,11 +343,75 @@ class bounded_server final : public httplib::Server {
     }
     overrun = request_overrun::none;
     close_after_answer = false;
-    linger_close(sock);
+    linger_close(sock, ssl.get());
     return ok;
   }
 
  private:
+  // The TLS session of a new connection, its handshake done within kRequestDeadline, or
+  // nullptr (the connection then closes). A client that speaks plain HTTP to the HTTPS
+  // port is told so in a plain 400, as Go's servers (Prometheus' own) do; the socket is
+  // non-blocking from then on.
+  SSL* begin_tls(socket_t sock) {
+    const auto deadline = std::chrono::steady_clock::now() + kRequestDeadline;
+    const auto wait = [&](short events) {
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{sock, events, 0};
+      int rc = 0;
+      do {
+        rc = ::poll(&p, 1, static_cast<int>(left.count()));
+      } while (rc < 0 && errno == EINTR);
+      return rc > 0;
+    };
+    // A TLS connection begins with a handshake record (content type 22).
+    unsigned char first = 0;
+    ssize_t peeked = 0;
+    do {
+      if (!wait(POLLIN)) return nullptr;
+      peeked = ::recv(sock, &first, 1, MSG_PEEK);
+    } while (peeked < 0 && errno == EINTR);
+    if (peeked != 1) return nullptr;
+    if (first != 22) {
+      if (first >= 'A' && first <= 'Z') {
+        const std::string body = error_body(
+            "this port speaks HTTPS (http.tls is set): ask for https:// instead of http://");
+        const std::string answer = fmt::format(
+            "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Type: {}\r\n"
+            "Content-Length: {}\r\n\r\n{}",
+            kJson, body.size(), body);
+        if (wait(POLLOUT)) (void)::send(sock, answer.data(), answer.size(), MSG_NOSIGNAL);
+      }
+      return nullptr;
+    }
+    const int flags = ::fcntl(sock, F_GETFL);
+    if (flags < 0 || ::fcntl(sock, F_SETFL, flags | O_NONBLOCK) < 0) return nullptr;
+    std::unique_ptr<SSL, decltype(&SSL_free)> ssl(tls_->new_session(sock), SSL_free);
+    if (!ssl) return nullptr;
+    for (;;) {
+      ERR_clear_error();
+      const int rc = SSL_accept(ssl.get());
+      if (rc == 1) return ssl.release();
+      const int error = SSL_get_error(ssl.get(), rc);
+      if ((error == SSL_ERROR_WANT_READ && wait(POLLIN)) ||
+          (error == SSL_ERROR_WANT_WRITE && wait(POLLOUT)))
+        continue;
+      // A scanner, a client that does not trust the certificate, one without a client
+      // certificate under mutual TLS: at debug level, since anyone may cause it.
+      const unsigned long code = ERR_peek_last_error();
+      const char* reason = code != 0 ? ERR_reason_error_string(code) : nullptr;
+      module_logger("http")->debug(
+          "a TLS handshake failed: {}",
+          reason != nullptr ? reason
+                            : (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE
+                                   ? "not done within 10 s"
+                                   : "the client closed the connection"));
+      ERR_clear_error();
+      return nullptr;
+    }
+  }
+
   // Closes a connection without losing the answers written to it. Linux answers the close
   // of a socket with unread input by a reset (RST), and a client still sending then sees
   // its send fail, or its connection reset, before it reads the answer: a body refused
@@ -293,7 +419,13 @@ class bounded_server final : public httplib::Server {
   // is shut first, and what the client still sends is read and dropped until it closes,
   // for at most kLinger and kLingerBytes, and no longer once a stop has begun (a stop waits
   // for no client).
-  void linger_close(socket_t sock) const {
+  void linger_close(socket_t sock, SSL* ssl) const {
+    if (ssl != nullptr && SSL_is_init_finished(ssl)) {
+      // TLS's own close (close_notify) first, once: the client can tell the answer whole.
+      ERR_clear_error();
+      (void)SSL_shutdown(ssl);
+      ERR_clear_error();
+    }
     ::shutdown(sock, SHUT_WR);
     const auto until = std::chrono::steady_clock::now() + kLinger;
     std::array<char, 4096> sink;
@@ -319,6 +451,8 @@ class bounded_server final : public httplib::Server {
   // worker has returned: no further request is read then. (Without a listener, as in
   // serve_connection(), neither holds.)
   [[nodiscard]] bool stopping() const { return is_running() && svr_sock_ == INVALID_SOCKET; }
+
+  std::shared_ptr<tls_server_context> tls_;  // set before the listener starts
 };
 
 }  // namespace
@@ -338,6 +472,13 @@ namespace sketchd {
 
 std::unique_ptr<httplib::Server> make_bounded_server() {
   return std::make_unique<http::bounded_server>();
+}
+
+void serve_over_tls(httplib::Server& server, std::shared_ptr<http::tls_server_context> tls) {
+  auto* bounded = dynamic_cast<http::bounded_server*>(&server);
+  if (bounded == nullptr)
+    throw std::logic_error("serve_over_tls: the server is not one of make_bounded_server()");
+  bounded->use_tls(std::move(tls));
 }
 
 bool serve_connection(httplib::Server& server, int sock) {

@@ -1,7 +1,9 @@
 // How the HTTP listener serves a connection: httplib's server with each connection read
 // and written within bounds (a request's line and headers at most 64 KiB and 10 s to send,
 // an answer 60 s to write, pipelined requests answered in turn), a worker per connection,
-// and a closing connection that loses no answer. http_server (server.h) is built on it.
+// a closing connection that loses no answer, and with http.tls each connection's TLS
+// handshake (within the 10 s of a request) before its first request. http_server
+// (server.h) is built on it.
 #pragma once
 
 #include <chrono>
@@ -17,6 +19,10 @@ class TaskQueue;
 
 namespace sketchd {
 
+namespace http {
+class tls_server_context;
+}
+
 // The server http_server serves with (httplib's, each connection served within the bounds
 // above, up to keep_alive_max_count requests per connection).
 [[nodiscard]] std::unique_ptr<httplib::Server> make_bounded_server();
@@ -25,6 +31,10 @@ namespace sketchd {
 // For the HTTP connection fuzz target, which serves one end of a socket pair without a
 // listener. Returns whether the last request was answered.
 bool serve_connection(httplib::Server& server, int sock);
+// Has `server` (from make_bounded_server(), std::logic_error otherwise) serve every
+// connection over TLS, with `tls`'s certificate; before it listens. The process must ignore
+// SIGPIPE (OpenSSL writes to the socket without MSG_NOSIGNAL): `sketchd run` does.
+void serve_over_tls(httplib::Server& server, std::shared_ptr<http::tls_server_context> tls);
 
 namespace http {
 

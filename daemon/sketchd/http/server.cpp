@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "sketchd/http/api.h"
+#include "sketchd/http/tls.h"
 #include "sketchd/util/json.h"
 
 namespace sketchd {
@@ -205,6 +206,8 @@ http_server::http_server(const http_config& config, const metrics::registry& reg
       ready_(ready),
       server_(std::move(server)) {
   routes();
+  if (config_.tls)
+    serve_over_tls(*server_, std::make_shared<http::tls_server_context>(*config_.tls));
 }
 
 http_server::~http_server() { stop(); }
