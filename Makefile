@@ -9,7 +9,7 @@ FUZZ      ?= build-fuzz
 FUZZ_SECONDS ?= 60
 CMAKE_ARGS ?=
 
-.PHONY: all deps build build-asan build-tsan test test-all test-unit demo bench fuzz format clean
+.PHONY: all deps build build-asan build-tsan test test-all test-unit demo package bench fuzz format clean
 
 all: build
 
@@ -75,6 +75,17 @@ demo: deps
 	$(CONFIGURE)
 	cmake --build $(BUILD) -j $(JOBS) --target sketchd
 	$(BUILD)/daemon/sketchd run --config config/demo.yaml
+
+# The Debian package, sketchd_VERSION-1_ARCH.deb in $(BUILD): the two binaries of the
+# optimised build, the configuration as a conffile, the hardened systemd unit, the
+# dashboards and the alert rules (cmake/Packaging.cmake; docs/OPERATIONS.md, "Installing
+# the package"). Like the demo, it builds only what it needs. Its Depends are Debian's
+# runtime packages, as dpkg-shlibdeps finds them: install it with `apt install ./FILE.deb`.
+package: deps
+	$(CONFIGURE)
+	cmake --build $(BUILD) -j $(JOBS) --target sketchd sketch_cli
+	cd $(BUILD) && cpack -G DEB
+	@echo "package: $$(ls -t $(BUILD)/sketchd_*.deb | head -n 1)"
 
 bench: build
 	bash bench/run.sh $(BUILD)

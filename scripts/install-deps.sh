@@ -37,6 +37,10 @@ TEST_PACKAGES=(
   openssl
   # benchmarks against the classic shell baselines
   gawk coreutils time wamerican
+  # the Debian package (`make package`, its test): dpkg-shlibdeps computes its Depends
+  # (build-essential brings dpkg-dev, named here all the same), and systemd-analyze checks
+  # its unit (systemd; installing it does not make it the init of a container)
+  dpkg-dev systemd
 )
 
 FUZZ_PACKAGES=(
