@@ -16,7 +16,7 @@
 include(GNUInstallDirs)
 
 set(SKETCHD_PACKAGE_MAINTAINER
-    "sketchd maintainers <maintainers@users.noreply.a-seed-4666fbd1.example>"
+    "sketchd maintainers <sketchd-maintainers@example.org>"
     CACHE STRING "The Maintainer field of the Debian package")
 set(SKETCHD_PACKAGE_HOMEPAGE "" CACHE STRING "The Homepage field of the Debian package (none if empty)")
 set(SKETCHD_PACKAGE_RELEASE 1 CACHE STRING "The Debian revision of the package (VERSION-RELEASE)")
