@@ -177,15 +177,16 @@ TEST(HttpLimits, ARequestMustArriveWithinTenSeconds) {
   EXPECT_LT(took, 20s);
 }
 
-// Kept alive as httplib keeps connections: five requests on one connection are answered, the
-// fifth with "Connection: close"; pipelined ones too.
-TEST(HttpLimits, AConnectionServesFiveRequests) {
+// Kept alive: kRequestsPerConnection (100) requests on one connection are answered, the last
+// with "Connection: close"; pipelined ones too.
+TEST(HttpLimits, AConnectionServesAHundredRequests) {
   served s;
-  std::string five;
-  for (int i = 0; i < 5; ++i) five += "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
-  const std::string answer = converse(s.port, five + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
-  EXPECT_EQ(count(answer, "HTTP/1.1 200 OK\r\n"), 5u) << answer;
-  EXPECT_EQ(count(answer, "Connection: close\r\n"), 1u) << answer;
+  std::string all;
+  for (std::size_t i = 0; i < http::kRequestsPerConnection; ++i)
+    all += "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string answer = converse(s.port, all + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(count(answer, "HTTP/1.1 200 OK\r\n"), http::kRequestsPerConnection);
+  EXPECT_EQ(count(answer, "Connection: close\r\n"), 1u);
 }
 
 // A refused method's body is never read, so its connection closes after the 405: what

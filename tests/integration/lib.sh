@@ -312,6 +312,26 @@ start_daemon() {
   log "sketchd ($name, pid $daemon_pid) ready on $http"
 }
 
+# make_certificates DIR NAME…: a test CA (DIR/ca.crt, DIR/ca.key) and, for each NAME, a
+# certificate for 127.0.0.1 it signs (DIR/NAME.crt, DIR/NAME.key; P-256, valid 2 days),
+# made with openssl (ITEST_EXTRA_TOOLS must name it).
+make_certificates() {
+  local dir=$1 name
+  shift
+  mkdir -p "$dir"
+  local ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+  openssl req -x509 "${ec[@]}" -keyout "$dir/ca.key" -out "$dir/ca.crt" -days 2 \
+    -subj "/CN=sketchd test CA" 2>"$dir/openssl.err" || fail "openssl: $(cat "$dir/openssl.err")"
+  for name in "$@"; do
+    openssl req "${ec[@]}" -keyout "$dir/$name.key" -out "$dir/$name.csr" -subj "/CN=$name" \
+      2>>"$dir/openssl.err" || fail "openssl: $(cat "$dir/openssl.err")"
+    printf 'subjectAltName=IP:127.0.0.1\n' >"$dir/$name.ext"
+    openssl x509 -req -in "$dir/$name.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" \
+      -CAcreateserial -days 2 -extfile "$dir/$name.ext" -out "$dir/$name.crt" \
+      2>>"$dir/openssl.err" || fail "openssl: $(cat "$dir/openssl.err")"
+  done
+}
+
 # curl_auth: curl's options for sketchd's HTTP API (a test with http.basic_auth_users sets
 # it, as in curl_auth=(-u user:password)), used by wait_http, scrape and the API helpers.
 # wait_http URL SECONDS [PID]: waits until URL answers 200; fails when PID exits first.

@@ -111,18 +111,7 @@ hash=$("$python" -W ignore -c 'import crypt, sys; print(crypt.crypt(sys.argv[1],
 [[ $hash == '$2b$04$'* ]] || fail "python could not make a bcrypt hash: $hash"
 # HTTPS with client certificates: a CA, and the server's and Prometheus' certificates.
 tls=$work/tls
-mkdir "$tls"
-ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
-openssl req -x509 "${ec[@]}" -keyout "$tls/ca.key" -out "$tls/ca.crt" -days 2 \
-  -subj "/CN=sketchd test CA" 2>"$tls/openssl.err" || fail "openssl: $(cat "$tls/openssl.err")"
-for name in server prometheus; do
-  openssl req "${ec[@]}" -keyout "$tls/$name.key" -out "$tls/$name.csr" -subj "/CN=$name" \
-    2>>"$tls/openssl.err" || fail "openssl: $(cat "$tls/openssl.err")"
-  printf 'subjectAltName=IP:127.0.0.1\n' >"$tls/$name.ext"
-  openssl x509 -req -in "$tls/$name.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" \
-    -CAcreateserial -days 2 -extfile "$tls/$name.ext" -out "$tls/$name.crt" \
-    2>>"$tls/openssl.err" || fail "openssl: $(cat "$tls/openssl.err")"
-done
+make_certificates "$tls" server prometheus
 key_line=$(sed -n 2p "$tls/server.key")  # a line of the private key, never to be logged
 http_scheme=https
 tls_curl=(--cacert "$tls/ca.crt" --cert "$tls/prometheus.crt" --key "$tls/prometheus.key")

@@ -13,6 +13,9 @@
 namespace sketchd::config_detail {
 namespace {
 
+// Far above what a metrics endpoint needs; each connection holds a file descriptor.
+constexpr std::uint64_t kMaxConnections = 1'000'000;
+
 // http.listen (`f`) into `h`.
 void read_listen(checker& c, const field& f, http_config& h) {
   const auto value = c.text(f);
@@ -111,10 +114,12 @@ void read_tls(checker& c, const field& f, http_config& h) {
 
 http_config read_http(checker& c, const field& f) {
   http_config h;
-  const mapping m(c, f, {"listen", "basic_auth_users", "tls"});
+  const mapping m(c, f, {"listen", "basic_auth_users", "tls", "max_connections"});
   if (const auto listen = m.get("listen")) read_listen(c, *listen, h);
   if (const auto users = m.get("basic_auth_users")) read_users(c, *users, h);
   if (const auto tls = m.get("tls")) read_tls(c, *tls, h);
+  m.read("max_connections", h.max_connections,
+         [&](const field& v) { return c.count(v, 1, kMaxConnections); });
   return h;
 }
 

@@ -68,6 +68,9 @@ struct http_config {
   // of the password. Empty: every endpoint is open.
   std::map<std::string, std::string> basic_auth_users;
   std::optional<tls_config> tls;  // none: plain HTTP
+  // Connections open at once; beyond them the longest-waiting one is closed, or, when
+  // every one is being served, the new one refused at once.
+  std::size_t max_connections = 512;
 };
 
 struct state_config {

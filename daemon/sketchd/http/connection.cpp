@@ -33,16 +33,17 @@ namespace sketchd::http {
 
 namespace {
 
-// httplib's task queue, growing: a connection holds its worker until it closes or idles
-// for the keep-alive timeout (5 s), and httplib's fixed pool queues new connections behind
-// busy ones, so that 17 idle clients held /healthz up for 5 s and 200 for a minute. Here a
-// connection that finds every worker busy gets a new one, up to kMaxWorkers (beyond that
-// it waits for one); workers idle for kIdleExit beyond the first kKeptWorkers exit.
+// The workers' task queue, growing: a connection holds its worker while it is served (a
+// request, its answer, a handshake), never while it waits for input (the listener waits
+// for it). A connection that finds every worker busy gets a new one, up to kMaxWorkers
+// (beyond that it waits for one: at most one job per connection, and the connections are
+// bounded by http.max_connections); workers idle for kIdleExit beyond the first
+// kKeptWorkers exit.
 // Thread-safe: one mutex guards the queue and the worker counts.
 class growing_pool final : public httplib::TaskQueue {
  public:
   static constexpr std::size_t kKeptWorkers = 4;
-  static constexpr std::size_t kMaxWorkers = 512;
+  static constexpr std::size_t kMaxWorkers = 64;
   static constexpr std::chrono::seconds kIdleExit{30};
 
   growing_pool() {
@@ -148,11 +149,12 @@ thread_local bool close_after_answer = false;
 // connection, so that requests sent one after the other without waiting (pipelined) are
 // all answered; httplib's own stream, one per request, dropped those it had read ahead.
 // Not thread-safe: one owner, the worker serving the connection.
-// With `ssl` (a TLS session whose handshake is done, on a non-blocking socket), the bytes
-// read and written are TLS's plain text.
 class bounded_socket_stream final : public httplib::Stream {
  public:
-  explicit bounded_socket_stream(socket_t sock, SSL* ssl = nullptr) : sock_(sock), ssl_(ssl) {}
+  explicit bounded_socket_stream(socket_t sock) : sock_(sock) {}
+
+  // The bytes read and written from then on are TLS's plain text (the handshake done).
+  void use_tls(SSL* ssl) { ssl_ = ssl; }
 
   [[nodiscard]] bool has_read_ahead() const {
     return offset_ < filled_ || (ssl_ != nullptr && SSL_pending(ssl_) > 0);
@@ -281,7 +283,7 @@ class bounded_socket_stream final : public httplib::Stream {
   }
 
   socket_t sock_;
-  SSL* ssl_;
+  SSL* ssl_ = nullptr;
   std::chrono::steady_clock::time_point deadline_{};
   std::chrono::steady_clock::time_point answer_deadline_{};
   std::array<char, 4096> buffer_{};
@@ -290,44 +292,88 @@ class bounded_socket_stream final : public httplib::Stream {
   std::size_t read_ = 0;  // bytes of this request read from the socket
 };
 
-// How a closing connection lingers (bounded_server::linger_close).
+// How a closing connection lingers (linger_close).
 constexpr std::chrono::seconds kLinger{1};
 constexpr std::size_t kLingerBytes = 1024 * 1024;
 
+class bounded_server;
+
+}  // namespace
+
+// A connection between its requests: its socket, its TLS session, its stream (with what it
+// read ahead) and how many requests it may still send. Owned by the listener while it waits
+// for input, by a worker while it is served. Not thread-safe: one owner at a time.
+class connection {
+ public:
+  connection(bounded_server& server, socket_t sock);
+  ~connection() { close_now(); }
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  // Closes the socket without lingering (a connection idle, past its deadline, or at a stop).
+  void close_now() noexcept {
+    if (sock_ == INVALID_SOCKET) return;
+    ssl_.reset();
+    ::close(sock_);
+    sock_ = INVALID_SOCKET;
+  }
+
+  bounded_server& server_;
+  socket_t sock_;
+  std::unique_ptr<SSL, decltype(&SSL_free)> ssl_{nullptr, SSL_free};
+  bounded_socket_stream stream_;
+  enum class phase { first_byte, handshake, requests } phase_ = phase::requests;
+  std::size_t requests_left_;
+  std::chrono::steady_clock::time_point deadline_;  // of the wait for input
+  bool idle_ = false;  // waiting between requests (not for a request's or a handshake's bytes)
+  bool ok_ = false;    // the last request was answered
+};
+
+namespace {
+
 // httplib's server, each connection served through bounded_socket_stream; otherwise as
-// httplib serves it (up to keep_alive_max_count requests, each awaited for the keep-alive
-// timeout). httplib's own loop, which this replaces, is a private virtual function.
-// Thread-safe as httplib's server is: serve() runs on many workers at once, each with its
-// own connection and stream, and what it keeps per request is thread_local.
+// httplib serves it (up to keep_alive_max_count requests). httplib's own loop, which this
+// replaces, is a private virtual function; the listener (listener.h) accepts the
+// connections, waits for their input, and hands them to serve_ready() on a worker.
+// Thread-safe as httplib's server is: serve_ready() runs on many workers at once, each with
+// its own connection, and what it keeps per request is thread_local.
 class bounded_server final : public httplib::Server {
  public:
   // Every connection served over TLS from then on (before the listener starts).
   void use_tls(std::shared_ptr<tls_server_context> tls) { tls_ = std::move(tls); }
+  [[nodiscard]] bool tls() const { return tls_ != nullptr; }
+  void begin_stop() noexcept { stopping_ = true; }
+  [[nodiscard]] std::size_t keep_alive_max_count() const { return keep_alive_max_count_; }
 
-  bool serve(socket_t sock) {
-    std::unique_ptr<SSL, decltype(&SSL_free)> ssl(nullptr, SSL_free);
-    if (tls_) {
-      ssl.reset(begin_tls(sock));
-      if (!ssl) {
-        linger_close(sock, nullptr);
+  // Serves what `c`'s socket has: the first byte and the handshake of a TLS connection,
+  // then its requests, as long as their bytes are there. Returns whether the connection
+  // waits for more input (until c.deadline_); otherwise it is closed.
+  bool serve_ready(connection& c) {
+    if (stopping_) return false;
+    if (c.phase_ == connection::phase::first_byte && !first_byte(c)) return false;
+    if (c.phase_ == connection::phase::handshake) {
+      const handshake h = shake(c);
+      if (h == handshake::failed) {
+        linger_close(c);
         return false;
       }
+      if (h == handshake::wants_input) return true;
     }
-    bool ok = false;
-    bounded_socket_stream stream(sock, ssl.get());
-    for (std::size_t left = keep_alive_max_count_; left > 0 && !stopping(); --left) {
-      pollfd p{sock, POLLIN, 0};
-      if (!stream.has_read_ahead() &&
-          ::poll(&p, 1, static_cast<int>(std::chrono::milliseconds(kKeepAliveTimeout).count())) <=
-              0)
-        break;
-      if (stopping()) break;
-      stream.begin_request();
+    while (c.requests_left_ > 0 && !stopping_) {
+      if (!c.stream_.has_read_ahead() && !readable_now(c.sock_)) {
+        c.idle_ = true;
+        c.deadline_ = std::chrono::steady_clock::now() + kIdleTimeout;
+        return true;
+      }
+      c.idle_ = false;
+      c.stream_.begin_request();
       overrun = request_overrun::none;
       close_after_answer = false;
       bool closed = false;
-      ok = process_request(stream, /*close_connection=*/left == 1, closed, nullptr);
-      if (!ok && overrun != request_overrun::none) {
+      --c.requests_left_;
+      c.ok_ =
+          process_request(c.stream_, /*close_connection=*/c.requests_left_ == 0, closed, nullptr);
+      if (!c.ok_ && overrun != request_overrun::none) {
         // Past the bounds in the request line itself: httplib answers nothing then.
         const auto [status, message] = answer_to(overrun);
         const std::string body = error_body(message);
@@ -336,43 +382,51 @@ class bounded_server final : public httplib::Server {
             "{}\r\n\r\n{}",
             status, status == 431 ? "Request Header Fields Too Large" : "Request Timeout", kJson,
             body.size(), body);
-        if (stream.is_writable()) (void)stream.write(answer.data(), answer.size());
+        if (c.stream_.is_writable()) (void)c.stream_.write(answer.data(), answer.size());
       }
       // Past the bounds, the rest of what the client sends is not a request.
-      if (!ok || closed || overrun != request_overrun::none || close_after_answer) break;
+      const bool end = !c.ok_ || closed || overrun != request_overrun::none || close_after_answer;
+      overrun = request_overrun::none;
+      close_after_answer = false;
+      if (end) break;
     }
-    overrun = request_overrun::none;
-    close_after_answer = false;
-    linger_close(sock, ssl.get());
-    return ok;
+    linger_close(c);
+    return false;
+  }
+
+  // Serves the connection on `sock` to its end, on this thread (serve_connection()).
+  bool serve(socket_t sock) {
+    connection c(*this, sock);
+    while (serve_ready(c)) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+          c.deadline_ - std::chrono::steady_clock::now());
+      pollfd p{sock, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+    }
+    return c.ok_;
   }
 
  private:
-  // The TLS session of a new connection, its handshake done within kRequestDeadline, or
-  // nullptr (the connection then closes). A client that speaks plain HTTP to the HTTPS
-  // port is told so in a plain 400, as Go's servers (Prometheus' own) do; the socket is
-  // non-blocking from then on.
-  SSL* begin_tls(socket_t sock) {
-    const auto deadline = std::chrono::steady_clock::now() + kRequestDeadline;
-    const auto wait = [&](short events) {
-      const auto left =
-          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd p{sock, events, 0};
-      int rc = 0;
-      do {
-        rc = ::poll(&p, 1, static_cast<int>(left.count()));
-      } while (rc < 0 && errno == EINTR);
-      return rc > 0;
-    };
-    // A TLS connection begins with a handshake record (content type 22).
+  // Whether `sock` has input (or an end) right now.
+  static bool readable_now(socket_t sock) {
+    pollfd p{sock, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+
+  // A TLS connection begins with a handshake record (content type 22). A client that speaks
+  // plain HTTP to the HTTPS port is told so in a plain 400, as Go's servers (Prometheus'
+  // own) do. False when the connection is closed.
+  bool first_byte(connection& c) {
     unsigned char first = 0;
     ssize_t peeked = 0;
     do {
-      if (!wait(POLLIN)) return nullptr;
-      peeked = ::recv(sock, &first, 1, MSG_PEEK);
+      peeked = ::recv(c.sock_, &first, 1, MSG_PEEK | MSG_DONTWAIT);
     } while (peeked < 0 && errno == EINTR);
-    if (peeked != 1) return nullptr;
+    if (peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;  // not yet
+    if (peeked != 1) {
+      linger_close(c);
+      return false;
+    }
     if (first != 22) {
       if (first >= 'A' && first <= 'Z') {
         const std::string body = error_body(
@@ -381,22 +435,49 @@ class bounded_server final : public httplib::Server {
             "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Type: {}\r\n"
             "Content-Length: {}\r\n\r\n{}",
             kJson, body.size(), body);
-        if (wait(POLLOUT)) (void)::send(sock, answer.data(), answer.size(), MSG_NOSIGNAL);
+        if (c.stream_.is_writable())
+          (void)::send(c.sock_, answer.data(), answer.size(), MSG_NOSIGNAL);
       }
-      return nullptr;
+      linger_close(c);
+      return false;
     }
-    const int flags = ::fcntl(sock, F_GETFL);
-    if (flags < 0 || ::fcntl(sock, F_SETFL, flags | O_NONBLOCK) < 0) return nullptr;
-    std::unique_ptr<SSL, decltype(&SSL_free)> ssl(tls_->new_session(sock), SSL_free);
-    if (!ssl) return nullptr;
+    // The socket is non-blocking from then on: the session's reads and writes wait with
+    // poll, within their bounds.
+    const int flags = ::fcntl(c.sock_, F_GETFL);
+    if (flags < 0 || ::fcntl(c.sock_, F_SETFL, flags | O_NONBLOCK) < 0) {
+      linger_close(c);
+      return false;
+    }
+    c.ssl_.reset(tls_->new_session(c.sock_));
+    if (!c.ssl_) {
+      linger_close(c);
+      return false;
+    }
+    c.stream_.use_tls(c.ssl_.get());
+    c.phase_ = connection::phase::handshake;
+    return true;
+  }
+
+  enum class handshake { done, wants_input, failed };
+
+  // The TLS handshake, as far as the client's bytes go; within kRequestDeadline of the
+  // connection's start (c.deadline_ is left as it is while the handshake waits).
+  handshake shake(connection& c) {
     for (;;) {
       ERR_clear_error();
-      const int rc = SSL_accept(ssl.get());
-      if (rc == 1) return ssl.release();
-      const int error = SSL_get_error(ssl.get(), rc);
-      if ((error == SSL_ERROR_WANT_READ && wait(POLLIN)) ||
-          (error == SSL_ERROR_WANT_WRITE && wait(POLLOUT)))
-        continue;
+      const int rc = SSL_accept(c.ssl_.get());
+      if (rc == 1) {
+        c.phase_ = connection::phase::requests;
+        return handshake::done;
+      }
+      const int error = SSL_get_error(c.ssl_.get(), rc);
+      if (error == SSL_ERROR_WANT_READ) return handshake::wants_input;
+      if (error == SSL_ERROR_WANT_WRITE) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+            c.deadline_ - std::chrono::steady_clock::now());
+        pollfd p{c.sock_, POLLOUT, 0};
+        if (left.count() > 0 && ::poll(&p, 1, static_cast<int>(left.count())) > 0) continue;
+      }
       // A scanner, a client that does not trust the certificate, one without a client
       // certificate under mutual TLS: at debug level, since anyone may cause it.
       const unsigned long code = ERR_peek_last_error();
@@ -404,11 +485,10 @@ class bounded_server final : public httplib::Server {
       module_logger("http")->debug(
           "a TLS handshake failed: {}",
           reason != nullptr ? reason
-                            : (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE
-                                   ? "not done within 10 s"
-                                   : "the client closed the connection"));
+                            : (error == SSL_ERROR_WANT_WRITE ? "not done within 10 s"
+                                                             : "the client closed the connection"));
       ERR_clear_error();
-      return nullptr;
+      return handshake::failed;
     }
   }
 
@@ -416,46 +496,76 @@ class bounded_server final : public httplib::Server {
   // of a socket with unread input by a reset (RST), and a client still sending then sees
   // its send fail, or its connection reset, before it reads the answer: a body refused
   // with a 405, headers past 64 KiB, requests beyond the last answered. So the writing side
-  // is shut first, and what the client still sends is read and dropped until it closes,
-  // for at most kLinger and kLingerBytes, and no longer once a stop has begun (a stop waits
-  // for no client).
-  void linger_close(socket_t sock, SSL* ssl) const {
-    if (ssl != nullptr && SSL_is_init_finished(ssl)) {
-      // TLS's own close (close_notify) first, once: the client can tell the answer whole.
+  // is shut first (after TLS's own close_notify), and what the client still sends is read
+  // and dropped until it closes, for at most kLinger and kLingerBytes, and no longer once a
+  // stop has begun (a stop waits for no client).
+  void linger_close(connection& c) const {
+    const socket_t sock = c.sock_;
+    if (c.ssl_ && SSL_is_init_finished(c.ssl_.get())) {
       ERR_clear_error();
-      (void)SSL_shutdown(ssl);
+      (void)SSL_shutdown(c.ssl_.get());
       ERR_clear_error();
     }
     ::shutdown(sock, SHUT_WR);
     const auto until = std::chrono::steady_clock::now() + kLinger;
     std::array<char, 4096> sink;
-    for (std::size_t dropped = 0; dropped < kLingerBytes && !stopping();) {
+    for (std::size_t dropped = 0; dropped < kLingerBytes && !stopping_;) {
       const auto left =
           std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
       if (left.count() <= 0) break;
       pollfd p{sock, POLLIN, 0};
       const int ready = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 100)));
-      if (ready == 0 || (ready < 0 && errno == EINTR)) continue;  // a slice: stopping()?
+      if (ready == 0 || (ready < 0 && errno == EINTR)) continue;  // a slice: stopping_?
       if (ready < 0) break;
       const ssize_t n = ::recv(sock, sink.data(), sink.size(), 0);
-      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       if (n <= 0) break;  // the client closed, or is gone
       dropped += static_cast<std::size_t>(n);
     }
-    ::close(sock);
+    c.close_now();
   }
 
+  // httplib's own loop is not used: the listener serves each connection.
   bool process_and_close_socket(socket_t sock) override { return serve(sock); }
 
-  // svr_sock_ is invalid once stop() has begun, and is_running() stays true until every
-  // worker has returned: no further request is read then. (Without a listener, as in
-  // serve_connection(), neither holds.)
-  [[nodiscard]] bool stopping() const { return is_running() && svr_sock_ == INVALID_SOCKET; }
-
   std::shared_ptr<tls_server_context> tls_;  // set before the listener starts
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace
+
+connection::connection(bounded_server& server, socket_t sock)
+    : server_(server),
+      sock_(sock),
+      stream_(sock),
+      phase_(server.tls() ? phase::first_byte : phase::requests),
+      requests_left_(server.keep_alive_max_count()),
+      deadline_(std::chrono::steady_clock::now() + kRequestDeadline) {}
+
+void connection_deleter::operator()(connection* c) const noexcept { delete c; }
+
+namespace {
+bounded_server& bounded(httplib::Server& server, std::string_view what) {
+  auto* b = dynamic_cast<bounded_server*>(&server);
+  if (b == nullptr)
+    throw std::logic_error(fmt::format("{}: the server is not one of make_bounded_server()", what));
+  return *b;
+}
+}  // namespace
+
+connection_ptr open_connection(httplib::Server& server, int sock) {
+  return connection_ptr(new connection(bounded(server, "open_connection"), sock));
+}
+
+bool serve_ready(connection& c) { return c.server_.serve_ready(c); }
+
+std::chrono::steady_clock::time_point input_deadline(const connection& c) { return c.deadline_; }
+
+bool is_idle(const connection& c) { return c.idle_; }
+
+int socket_of(const connection& c) { return c.sock_; }
+
+void begin_stop(httplib::Server& server) { bounded(server, "begin_stop").begin_stop(); }
 
 httplib::TaskQueue* new_growing_pool() { return new growing_pool; }
 
@@ -475,17 +585,11 @@ std::unique_ptr<httplib::Server> make_bounded_server() {
 }
 
 void serve_over_tls(httplib::Server& server, std::shared_ptr<http::tls_server_context> tls) {
-  auto* bounded = dynamic_cast<http::bounded_server*>(&server);
-  if (bounded == nullptr)
-    throw std::logic_error("serve_over_tls: the server is not one of make_bounded_server()");
-  bounded->use_tls(std::move(tls));
+  http::bounded(server, "serve_over_tls").use_tls(std::move(tls));
 }
 
 bool serve_connection(httplib::Server& server, int sock) {
-  auto* bounded = dynamic_cast<http::bounded_server*>(&server);
-  if (bounded == nullptr)
-    throw std::logic_error("serve_connection: the server is not one of make_bounded_server()");
-  return bounded->serve(sock);
+  return http::bounded(server, "serve_connection").serve(sock);
 }
 
 }  // namespace sketchd

@@ -216,23 +216,9 @@ void http_server::routes() {
   auto& s = *server_;
   s.set_read_timeout(http::kReadTimeout);
   s.set_write_timeout(http::kWriteTimeout);
-  // An idle kept-alive connection holds its worker, and stop() waits for every worker: one
-  // second bounds how long a scraper's idle connection delays a stop. (Prometheus scrapes
-  // every 15 s or so, and never reuses a connection kept open for less.)
-  s.set_keep_alive_timeout(http::kKeepAliveTimeout.count());
-  // A worker per connection, as many as there are connections (http::new_growing_pool()). Every
-  // worker may take a pipeline lock for one batch at most.
-  s.new_task_queue = [] { return http::new_growing_pool(); };  // owned by httplib
-  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second
-  // sketchd on the same address starts and the kernel splits the scrapes between the two.
-  // TCP_NODELAY on every connection: without it, the second answer
-  // on a kept-alive connection waited about 40 ms for the client's delayed ACK (Nagle).
-  s.set_tcp_nodelay(true);
-  s.set_socket_options([this](socket_t sock) {
-    const int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    listen_socket_ = sock;
-  });
+  s.set_keep_alive_max_count(http::kRequestsPerConnection);
+  // The listener (http/listener.h) accepts and waits for the connections; httplib's own
+  // loop is not used.
 
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(registry_.scrape(), "text/plain; version=0.0.4; charset=utf-8");
@@ -251,7 +237,12 @@ void http_server::routes() {
     res.set_content(status_body("ok"), kJson);
   });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    if (ready_.ready()) {
+    // A listener that does not accept connections: only the connections already open (a
+    // scraper's kept-alive one) can be told.
+    if (auto problem = listener_ ? listener_->problem() : std::nullopt) {
+      res.status = 503;
+      res.set_content(status_body("not ready", std::move(problem)), kJson);
+    } else if (ready_.ready()) {
       res.set_content(status_body("ready"), kJson);
     } else {
       res.status = 503;
@@ -320,35 +311,22 @@ std::optional<std::string> cannot_listen(const http_config& config) {
 }
 
 int http_server::start() {
-  int port = config_.port;
-  if (port == 0) {
-    port = server_->bind_to_any_port(config_.host);
-    if (port < 0)
-      throw std::runtime_error(fmt::format("http: cannot listen on {}:0", config_.host));
-  } else if (!server_->bind_to_port(config_.host, port)) {
-    throw std::runtime_error(cannot_listen(config_).value_or(fmt::format(
-        "http: cannot listen on {} (address in use or not available)", config_.listen)));
+  listener_ = std::make_unique<http::listener>(
+      *server_, http::listener::options{.host = config_.host,
+                                        .port = config_.port,
+                                        .max_connections = config_.max_connections,
+                                        .tls = config_.tls.has_value()});
+  try {
+    return listener_->start();
+  } catch (const std::exception& e) {
+    listener_.reset();
+    throw std::runtime_error(cannot_listen(config_).value_or(
+        fmt::format("http: cannot listen on {}: {}", config_.listen, e.what())));
   }
-  // Debian's httplib is a compiled library that listens with a backlog of 5: connections
-  // beyond that while the acceptor is busy (a burst of scrapers and API clients) would see
-  // their first SYN dropped and wait a second for the retry. Listening again sets the
-  // backlog (Linux).
-  if (listen_socket_ >= 0) ::listen(listen_socket_, SOMAXCONN);
-  thread_ = std::thread([this] {
-    server_->listen_after_bind();
-    listen_returned_ = true;
-  });
-  // httplib's stop() does nothing until the listening thread has entered its accept loop
-  // (is_running() is set there): a stop() before that, when the start fails right after
-  // this, would leave the thread in accept() and the destructor's join waiting forever.
-  while (!server_->is_running() && !listen_returned_)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  return port;
 }
 
 void http_server::stop() {
-  if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (listener_) listener_->stop();
 }
 
 }  // namespace sketchd

@@ -17,6 +17,7 @@
 #include "sketchd/config/config.h"
 #include "sketchd/http/basic_auth.h"
 #include "sketchd/http/connection.h"
+#include "sketchd/http/listener.h"
 #include "sketchd/metrics/metrics.h"
 #include "sketchd/pipeline/pipeline.h"
 
@@ -112,9 +113,10 @@ class http_server {
   // starts serving. Returns the bound port (useful with port 0).
   int start();
   // Stops serving, and returns once the listening thread and every connection's worker have
-  // ended: no connection is accepted and no request read from then on; an answer being
-  // written is finished or given up (at most 60 s after its request began). Does nothing
-  // before start() or after an earlier stop(); the destructor calls it.
+  // ended: no connection is accepted and no request read from then on, the connections
+  // waiting for a request are closed; an answer being written is finished or given up (at
+  // most 60 s after its request began). Does nothing before start() or after an earlier
+  // stop(); the destructor calls it.
   void stop();
 
  private:
@@ -125,10 +127,8 @@ class http_server {
   std::vector<const pipeline*> pipelines_;
   const readiness& ready_;
   std::unique_ptr<httplib::Server> server_;
-  std::unique_ptr<http::basic_auth> auth_;  // with http.basic_auth_users only
-  std::thread thread_;
-  std::atomic<bool> listen_returned_{false};  // set by thread_ when httplib's loop has ended
-  int listen_socket_ = -1;  // the socket httplib last created to listen on (start())
+  std::unique_ptr<http::basic_auth> auth_;    // with http.basic_auth_users only
+  std::unique_ptr<http::listener> listener_;  // from start()
 };
 
 }  // namespace sketchd
