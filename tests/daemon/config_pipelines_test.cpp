@@ -122,6 +122,59 @@ TEST(ConfigErrors, AlertsTopicThatIsOneOfThePipelinesInputsIsRejected) {
                           "one of the pipeline's topics (the pipeline would read its own alerts)"));
 }
 
+// A pipeline's dead letters are messages it could not read: reading them again from its own
+// input would skip them again, and send them again, for ever.
+TEST(ConfigErrors, DeadLetterTopicThatIsOneOfThePipelinesInputsIsRejected) {
+  EXPECT_THAT(errors_of(load("kafka: { brokers: b }\n"
+                             "pipelines:\n"
+                             "  - name: p\n"
+                             "    topics: [t, u]\n"
+                             "    item: { from: key }\n"
+                             "    dead_letter_topic: t\n"
+                             "    heavy_hitters: {}\n")),
+              ElementsAre("test.yaml:6:24: pipelines[0].dead_letter_topic: must not be one of the "
+                          "pipeline's topics (the pipeline would read its own dead letters, and "
+                          "skip them again)"));
+}
+
+TEST(Config, DeadLetterTopicIsReadAndCountsAsAnOutputTopic) {
+  const auto r = load(
+      "kafka: { brokers: b }\n"
+      "pipelines:\n"
+      "  - name: p\n"
+      "    topics: [t]\n"
+      "    item: { from: json, path: /id }\n"
+      "    dead_letter_topic: p.dlq\n"
+      "    dedup: { capacity: 9, output_topic: o }\n");
+  ASSERT_THAT(errors_of(r), IsEmpty());
+  const pipeline_config& p = r.value->pipelines.at(0);
+  EXPECT_EQ(p.dead_letter_topic, "p.dlq");
+  EXPECT_THAT(output_topics_of(p), ElementsAre("o", "p.dlq"));
+  // Optional: absent without the key.
+  EXPECT_FALSE(load(std::string(kMinimal)).value->pipelines.at(0).dead_letter_topic);
+}
+
+// Dead letters are a kind of event of their own: another pipeline's first-seen events may not
+// share their topic, and pipelines feeding each other through one make a loop.
+TEST(ConfigErrors, DeadLetterTopicHoldsDeadLettersOnlyAndMakesNoLoop) {
+  EXPECT_THAT(errors_of(load("kafka: { brokers: b }\n"
+                             "pipelines:\n"
+                             "  - { name: a, topics: [t], item: { from: key }, "
+                             "dedup: { capacity: 9, output_topic: x } }\n"
+                             "  - { name: b, topics: [u], item: { from: key }, "
+                             "dead_letter_topic: x, heavy_hitters: {} }\n")),
+              ElementsAre(StartsWith("test.yaml:4:69: pipelines[1].dead_letter_topic: topic x "
+                                     "already receives the first-seen events of pipeline a")));
+  EXPECT_THAT(errors_of(load("kafka: { brokers: b }\n"
+                             "pipelines:\n"
+                             "  - { name: a, topics: [t], item: { from: key }, "
+                             "dead_letter_topic: u, heavy_hitters: {} }\n"
+                             "  - { name: b, topics: [u], item: { from: key }, "
+                             "dead_letter_topic: t, heavy_hitters: {} }\n")),
+              ElementsAre(HasSubstr("pipelines feed each other in a loop (a → topic u → b → "
+                                    "topic t → a)")));
+}
+
 // The processor tells outputs apart by 8 bits of each delivery's tag: 256 outputs over all
 // pipelines are taken, the 257th is refused where it is written (not only by `run`).
 TEST(ConfigErrors, MoreThan256OutputsAreRejectedAtTheFirstTooMany) {
@@ -141,8 +194,9 @@ TEST(ConfigErrors, MoreThan256OutputsAreRejectedAtTheFirstTooMany) {
   const std::size_t column = yaml.find("o256", line_start) - line_start + 1;
   EXPECT_THAT(errors_of(load(yaml)),
               ElementsAre(fmt::format("test.yaml:259:{}: pipelines[256].dedup.output_topic: at "
-                                      "most 256 outputs (output_topic, duplicates_topic and "
-                                      "alerts_topic) over all pipelines; this is output 257",
+                                      "most 256 outputs (output_topic, duplicates_topic, "
+                                      "alerts_topic and dead_letter_topic) over all pipelines; "
+                                      "this is output 257",
                                       column)));
 }
 
@@ -258,8 +312,8 @@ TEST(ConfigErrors, EachOutputTopicHoldsOneKindOfEvent) {
               ElementsAre("test.yaml:7:62: pipelines[0].dedup.duplicates_topic: topic o already "
                           "receives the first-seen events of pipeline p "
                           "(pipelines[0].dedup.output_topic): a topic sketchd writes to holds one "
-                          "kind of event (first-seen events, duplicates, heavy-hitter alerts or "
-                          "the generator's stream)"));
+                          "kind of event (first-seen events, duplicates, heavy-hitter alerts, "
+                          "dead letters or the generator's stream)"));
   EXPECT_THAT(
       errors_of(load(head +
                      "  - { name: A, topics: [a], item: { from: key }, dedup: { capacity: 9, "
@@ -272,8 +326,8 @@ TEST(ConfigErrors, EachOutputTopicHoldsOneKindOfEvent) {
           AllOf(StartsWith("test.yaml:4:81: pipelines[1].heavy_hitters.alerts_topic: topic o "
                            "already receives the first-seen events of pipeline A "
                            "(pipelines[0].dedup.output_topic)"),
-                EndsWith("kind of event (first-seen events, duplicates, heavy-hitter alerts or "
-                         "the generator's stream)")),
+                EndsWith("kind of event (first-seen events, duplicates, heavy-hitter alerts, "
+                         "dead letters or the generator's stream)")),
           StartsWith("test.yaml:4:144: pipelines[1].dedup.duplicates_topic: topic o already "
                      "receives the first-seen events of pipeline A"),
           StartsWith("test.yaml:5:21: generator.topic: topic o2 already receives the first-seen "

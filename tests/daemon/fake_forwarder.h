@@ -28,6 +28,7 @@ class fake_forwarder final : public forwarder {
     std::string value;
     std::int64_t timestamp_ms = -1;  // produce()'s
     bool reported = false;
+    std::vector<std::pair<std::string, std::string>> extra;  // forward()'s extra headers
   };
 
   explicit fake_forwarder(std::vector<std::string> topics) : topics_(std::move(topics)) {}
@@ -76,18 +77,26 @@ class fake_forwarder final : public forwarder {
     return static_cast<std::size_t>(it - topics_.begin());
   }
   [[nodiscard]] kafka::error_code forward(std::size_t topic, const kafka::record& r,
+                                          std::span<const kafka::header> extra,
                                           std::uint64_t opaque,
                                           const std::function<bool()>& give_up) override {
-    return queue({topics_.at(topic), opaque, &r, std::string(r.view.key), std::string(r.view.value),
-                  r.timestamp_ms, false},
-                 give_up);
+    message m{topics_.at(topic),         opaque,         &r,    std::string(r.view.key),
+              std::string(r.view.value), r.timestamp_ms, false, {}};
+    for (const kafka::header& h : extra) m.extra.emplace_back(h.name, h.value);
+    return queue(std::move(m), give_up);
   }
   [[nodiscard]] kafka::error_code produce(std::size_t topic, std::string_view key,
                                           std::string_view value, std::int64_t timestamp_ms,
                                           std::uint64_t opaque,
                                           const std::function<bool()>& give_up) override {
-    return queue({topics_.at(topic), opaque, nullptr, std::string(key), std::string(value),
-                  timestamp_ms, false},
+    return queue({topics_.at(topic),
+                  opaque,
+                  nullptr,
+                  std::string(key),
+                  std::string(value),
+                  timestamp_ms,
+                  false,
+                  {}},
                  give_up);
   }
   void poll() override { serve(); }

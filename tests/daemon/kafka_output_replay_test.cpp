@@ -391,7 +391,7 @@ TEST(OutputReplay, WhatTheSinkForwardedReadsBackWithTheInputsTopicPartitionAndOf
     message_ptr m(rd_kafka_consumer_poll(consumer.get(), 100));
     if (!m || m->err != RD_KAFKA_RESP_ERR_NO_ERROR) continue;
     ++consumed;
-    ASSERT_EQ(s.forward(0, m.get(), 0, [] { return false; }), error_code::no_error);
+    ASSERT_EQ(s.forward(0, m.get(), {}, 0, [] { return false; }), error_code::no_error);
     if (m->partition == 1)
       expected.emplace_back(m->offset, std::string(static_cast<const char*>(m->payload), m->len));
   }

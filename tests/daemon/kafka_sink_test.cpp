@@ -11,6 +11,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -193,7 +194,7 @@ TEST(KafkaSink, ForwardKeepsKeyValueHeadersAndTimestampAndPartitionsByKey) {
   sink s(sink_options{cluster.bootstrap_servers(), {}, {"out"}}, recorder(r));
   const std::size_t out_topic = s.topic_index("out");
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    EXPECT_EQ(s.forward(out_topic, inputs[i], 100 + i, kNeverGiveUp), error_code::no_error);
+    EXPECT_EQ(s.forward(out_topic, inputs[i], {}, 100 + i, kNeverGiveUp), error_code::no_error);
   }
   ASSERT_TRUE(s.flush(10s));
   EXPECT_EQ(s.in_flight(), 0U);
@@ -234,7 +235,8 @@ TEST(KafkaSink, ForwardKeepsKeyValueHeadersAndTimestampAndPartitionsByKey) {
 
 // The provenance a restore reads back: decimal text, as kcat's %h shows it; an input that
 // already carries one of those headers (the output of another sketchd) has it replaced, its
-// other headers kept in their order.
+// other headers kept in their order. A dead letter's headers (extra) come after them, in
+// place of earlier ones of their names too.
 TEST(KafkaSink, ForwardAddsThisHopsProvenanceAndReplacesAnEarlierOne) {
   mock_cluster cluster;
   cluster.create_topic("in", 2);
@@ -246,6 +248,7 @@ TEST(KafkaSink, ForwardAddsThisHopsProvenanceAndReplacesAnEarlierOne) {
       rd_kafka_headers_t* headers = rd_kafka_headers_new(4);
       rd_kafka_header_add(headers, kSourceOffsetHeader, -1, "999", -1);
       rd_kafka_header_add(headers, "trace", -1, "t1", -1);
+      rd_kafka_header_add(headers, kPipelineHeader, -1, "upstream", -1);
       rd_kafka_header_add(headers, kSourceTopicHeader, -1, "upstream", -1);
       rd_kafka_header_add(headers, kSourceOffsetHeader, -1, "1000", -1);
       throw_if_error(
@@ -261,18 +264,32 @@ TEST(KafkaSink, ForwardAddsThisHopsProvenanceAndReplacesAnEarlierOne) {
   ASSERT_EQ(reader.read(3).size(), 3U);
   reports r;
   sink s(sink_options{cluster.bootstrap_servers(), {}, {"out"}}, recorder(r));
-  for (const rd_kafka_message_t* m : reader.kept())
-    EXPECT_EQ(s.forward(0, m, 1, kNeverGiveUp), error_code::no_error);
+  const std::array<header, 2> dead_letter{
+      {{kErrorReasonHeader, "invalid_json"}, {kPipelineHeader, "orders"}}};
+  for (const rd_kafka_message_t* m : reader.kept()) {
+    const bool last = m == reader.kept().back();
+    EXPECT_EQ(
+        s.forward(0, m, last ? std::span<const header>(dead_letter) : std::span<const header>(), 1,
+                  kNeverGiveUp),
+        error_code::no_error);
+  }
   ASSERT_TRUE(s.flush(10s));
   const std::vector<seen_message> out = read_topic(cluster, "out", 1, 3);
   ASSERT_EQ(out.size(), 3U);
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    EXPECT_EQ(out[i].headers, (std::vector<std::pair<std::string, std::string>>{
-                                  {"trace", "t1"},
-                                  {"sketchd-source-topic", "in"},
-                                  {"sketchd-source-partition", "1"},
-                                  {"sketchd-source-offset", std::to_string(i)}}));
+  using headers = std::vector<std::pair<std::string, std::string>>;
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(out[i].headers, (headers{{"trace", "t1"},
+                                       {"sketchd-pipeline", "upstream"},
+                                       {"sketchd-source-topic", "in"},
+                                       {"sketchd-source-partition", "1"},
+                                       {"sketchd-source-offset", std::to_string(i)}}));
   }
+  EXPECT_EQ(out[2].headers, (headers{{"trace", "t1"},
+                                     {"sketchd-source-topic", "in"},
+                                     {"sketchd-source-partition", "1"},
+                                     {"sketchd-source-offset", "2"},
+                                     {"sketchd-error-reason", "invalid_json"},
+                                     {"sketchd-pipeline", "orders"}}));
 }
 
 TEST(KafkaSink, ProducedEventIsWrittenAsGiven) {

@@ -11,9 +11,11 @@
 
 #include <cmath>
 #include <deque>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numbers>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -136,6 +138,26 @@ struct fixture {
     proc->process(batch, kWallMs);
     return batch;
   }
+  // Processes one message of `partition` per (key, value), at offsets from `from`; nullopt is
+  // a null key or value (a tombstone), as Kafka has them.
+  using raw = std::pair<std::optional<std::string>, std::optional<std::string>>;
+  const std::vector<kafka::record>& process_raw(std::int32_t partition, std::int64_t from,
+                                                const std::vector<raw>& messages) {
+    std::vector<kafka::record>& batch = batches.emplace_back();
+    for (const auto& [key, value] : messages) {
+      kafka::record r;
+      r.partition = partition;
+      r.offset = from + static_cast<std::int64_t>(batch.size());
+      r.timestamp_ms = kWallMs - 1000 + r.offset;
+      r.view.has_key = key.has_value();
+      if (key) r.view.key = keys.emplace_back(*key);
+      r.view.has_value = value.has_value();
+      if (value) r.view.value = values.emplace_back(*value);
+      batch.push_back(r);
+    }
+    proc->process(batch, kWallMs);
+    return batch;
+  }
   // The offsets stored by a poll now, as (partition, next offset).
   std::vector<std::pair<std::int32_t, std::int64_t>> stored() {
     std::vector<kafka::partition_offset> offsets;
@@ -153,6 +175,17 @@ struct fixture {
     }
     ADD_FAILURE() << "no " << name;
     return -1;
+  }
+  // The series of a metric family of the processor's collector, by their last label's value.
+  std::map<std::string, double> series(std::string_view name) const {
+    std::vector<prometheus::MetricFamily> families;
+    proc->collect(families);
+    std::map<std::string, double> out;
+    for (const auto& f : families) {
+      if (f.name != name) continue;
+      for (const auto& m : f.metric) out[m.label.back().value] = metrics::value_of(m, f.type);
+    }
+    return out;
   }
 
   config cfg;
@@ -569,6 +602,113 @@ TEST(ProcessorForwarding, SkippedMessagesAreWarnedAboutOnceAnIntervalWithAnExamp
                       "is at topic events partition 0 offset 3"),
             1u)
       << log.text();
+}
+
+// Dead letters (dead_letter_topic): a message a pipeline skips goes there as it was read, with
+// the reason and the pipeline as headers; a tombstone does not.
+config dead_letter_pipeline(item_source from) {
+  config c;
+  c.pipelines.push_back(dedup_pipeline("orders", "unique", std::nullopt));
+  c.pipelines[0].item.from = from;
+  c.pipelines[0].item.path = from == item_source::json ? "/id" : "";
+  c.pipelines[0].dead_letter_topic = "orders.dlq";
+  return c;
+}
+
+using headers = std::vector<std::pair<std::string, std::string>>;
+
+TEST(ProcessorDeadLetters, ASkippedMessageIsSentAsItWasWithItsReasonAndPipeline) {
+  fixture f(dead_letter_pipeline(item_source::json));
+  const auto& batch = f.process_raw(0, 0,
+                                    {{"k0", R"({"id":"a"})"},
+                                     {"k1", R"({"n":1})"},
+                                     {std::nullopt, "not json"},
+                                     {"k3", std::nullopt}});  // a tombstone: not sent
+  EXPECT_EQ(f.out->offsets("unique"), (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(f.out->offsets("orders.dlq"), (std::vector<std::int64_t>{1, 2}));
+  ASSERT_EQ(f.out->messages.size(), 3u);
+  const auto& missing = f.out->messages[1];
+  EXPECT_EQ(missing.record, &batch[1]);  // the consumed message itself: its headers, timestamp
+  EXPECT_EQ(missing.key, "k1");
+  EXPECT_EQ(missing.value, R"({"n":1})");
+  EXPECT_EQ(missing.timestamp_ms, batch[1].timestamp_ms);
+  EXPECT_EQ(missing.extra,
+            (headers{{"sketchd-error-reason", "missing_field"}, {"sketchd-pipeline", "orders"}}));
+  EXPECT_EQ(f.out->messages[2].extra,
+            (headers{{"sketchd-error-reason", "invalid_json"}, {"sketchd-pipeline", "orders"}}));
+  EXPECT_EQ(f.pipes[0]->counters().failures[static_cast<std::size_t>(extract_failure::tombstone)],
+            1u);
+}
+
+// The input offset waits for the dead letter's acknowledgement, as for any output; the
+// counter counts dead letters delivered, by reason, every reason at 0 from the start.
+TEST(ProcessorDeadLetters, TheOffsetIsStoredOnlyOnceTheDeadLetterIsAcknowledged) {
+  fixture f(dead_letter_pipeline(item_source::json));
+  const std::map<std::string, double> zero{{"empty_item", 0},    {"invalid_json", 0},
+                                           {"missing_field", 0}, {"not_scalar", 0},
+                                           {"null_key", 0},      {"oversized", 0}};
+  EXPECT_EQ(f.series("sketchd_dead_letters_total"), zero);
+  EXPECT_EQ(f.metric("sketchd_dead_letter_failures_total"), 0.0);
+  (void)f.process_raw(0, 0, {{"k0", "[1"}, {"k1", R"({"id":"b"})"}, {"k2", R"({"id":[]})"}});
+  f.out->report(1);
+  EXPECT_TRUE(f.stored().empty());  // offset 0's dead letter is in flight
+  f.out->report(0);
+  EXPECT_EQ(f.stored(), (pairs{{0, 2}}));
+  f.out->report(2);
+  EXPECT_EQ(f.stored(), (pairs{{0, 3}}));
+  std::map<std::string, double> counted = zero;
+  counted["invalid_json"] = 1;
+  counted["not_scalar"] = 1;
+  EXPECT_EQ(f.series("sketchd_dead_letters_total"), counted);
+  EXPECT_TRUE(f.proc->quiescent());
+}
+
+// Under from: key a null key is data the pipeline could not key: a dead letter (null_key);
+// a tombstone is a deletion marker, whatever its key: counted, not sent.
+TEST(ProcessorDeadLetters, ANullKeyIsSentAndATombstoneIsNot) {
+  fixture f(dead_letter_pipeline(item_source::key));
+  (void)f.process_raw(0, 0,
+                      {{std::nullopt, "v0"}, {std::nullopt, std::nullopt}, {"k2", std::nullopt}});
+  EXPECT_EQ(f.out->offsets("orders.dlq"), (std::vector<std::int64_t>{0}));
+  ASSERT_EQ(f.out->messages.size(), 1u);
+  EXPECT_EQ(f.out->messages[0].extra,
+            (headers{{"sketchd-error-reason", "null_key"}, {"sketchd-pipeline", "orders"}}));
+  f.out->acknowledge_all();
+  EXPECT_EQ(f.stored(), (pairs{{0, 3}}));
+  EXPECT_EQ(f.series("sketchd_dead_letters_total")["null_key"], 1.0);
+}
+
+// A dead letter that cannot be delivered stops consumption as a failed forward does: the
+// offset stays before it, and nothing after it is sent.
+TEST(ProcessorDeadLetters, AFailedDeadLetterStopsConsumptionLikeAFailedForward) {
+  captured_log log;
+  fixture f(dead_letter_pipeline(item_source::json));
+  (void)f.process_raw(0, 0, {{"k0", R"({"id":"a"})"}, {"k1", "{"}, {"k2", R"({"id":"c"})"}});
+  f.out->report(0);
+  f.out->report(1, error_code::topic_authorization_failed, "Broker: Topic authorization failed");
+  f.out->report(2);
+  EXPECT_EQ(f.stored(), (pairs{{0, 1}}));
+  EXPECT_TRUE(f.proc->failed());
+  const std::string reason =
+      "sending a dead letter to topic orders.dlq failed (TOPIC_AUTHORIZATION_FAILED: Broker: "
+      "Topic authorization failed); consumption stopped at topic events partition 0 offset 1, "
+      "which will be read again after a restart";
+  EXPECT_EQ(f.proc->failure_reason(), "pipeline orders: " + reason);
+  EXPECT_EQ(log.count("orders: " + reason), 1u) << log.text();
+  (void)f.process_raw(0, 3, {{"k3", "{"}});
+  EXPECT_EQ(f.out->messages.size(), 3u);
+  EXPECT_EQ(f.pipes[0]->counters().forward_failures, 0u);
+  f.proc->consumption_stopped();
+  EXPECT_EQ(f.metric("sketchd_dead_letter_failures_total"), 1.0);
+  EXPECT_EQ(f.series("sketchd_dead_letters_total")["invalid_json"], 0.0);
+  EXPECT_EQ(f.metric("sketchd_consumption_stopped"), 1.0);
+}
+
+// A dead letter sent again after a crash is a duplicate at-least-once allows: the dead-letter
+// topic is not read back at a restart.
+TEST(ProcessorDeadLetters, TheDeadLetterTopicIsNotReplayable) {
+  fixture f(dead_letter_pipeline(item_source::json));
+  EXPECT_EQ(f.proc->replayable_outputs(), (std::vector<std::string>{"unique"}));
 }
 
 }  // namespace

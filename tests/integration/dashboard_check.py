@@ -59,6 +59,8 @@ METRICS = {
     "sketchd_dedup_forwarded_total",
     "sketchd_dedup_duplicates_forwarded_total",
     "sketchd_dedup_forward_failures_total",
+    "sketchd_dead_letters_total",
+    "sketchd_dead_letter_failures_total",
     "sketchd_bloom_fill_ratio",
     "sketchd_bloom_estimated_false_positive_ratio",
     "sketchd_bloom_target_false_positive_ratio",

@@ -68,7 +68,7 @@ print(f"rules: {n} for: durations rewritten to 3s")
 EOF
 
 # --- broker, producers, sketchd ---------------------------------------------------------
-start_mock_kafka skewed:2 uniform:2 skewed.unique:2 skewed.dups:2 skewed.heavy:1
+start_mock_kafka skewed:2 uniform:2 skewed.unique:2 skewed.dups:2 skewed.heavy:1 skewed.dlq:1
 mkfifo "$work/skewed.fifo" "$work/uniform.fifo"
 for topic in skewed uniform; do
   BACKGROUND_STDIN=$work/$topic.fifo start_background "kcat-$topic" \
@@ -134,6 +134,8 @@ pipelines:
     topics: [skewed]
     item: { from: key }
     clock: wall
+    # No malformed event comes: its dead-letter series stay at 0, for the dashboard's panel.
+    dead_letter_topic: skewed.dlq
     heavy_hitters: { window: 20s, buckets: 4, epsilon: 0.001, delta: 0.01, top_k: 10, threshold: 0.05, alerts_topic: skewed.heavy }
     dedup: { window: 1m, capacity: 100k, fpr: 0.001, output_topic: skewed.unique, duplicates_topic: skewed.dups }
   - name: uniform

@@ -48,10 +48,7 @@ std::set<std::string> topics_of(const config& cfg) {
   std::set<std::string> topics;
   for (const auto& p : cfg.pipelines) {
     topics.insert(p.topics.begin(), p.topics.end());
-    if (p.heavy_hitters && p.heavy_hitters->alerts_topic)
-      topics.insert(*p.heavy_hitters->alerts_topic);
-    if (p.dedup && p.dedup->output_topic) topics.insert(*p.dedup->output_topic);
-    if (p.dedup && p.dedup->duplicates_topic) topics.insert(*p.dedup->duplicates_topic);
+    for (const std::string_view t : output_topics_of(p)) topics.emplace(t);
   }
   if (cfg.generator) topics.insert(cfg.generator->topic);
   return topics;

@@ -61,6 +61,10 @@ struct load_result {
 // generations. For a valid configuration.
 [[nodiscard]] std::uint64_t sketch_bytes_at_least(const pipeline_config& p);
 
+// The topics pipeline `p` writes to, in this order when set: dedup.output_topic,
+// dedup.duplicates_topic, heavy_hitters.alerts_topic, dead_letter_topic.
+[[nodiscard]] std::vector<std::string_view> output_topics_of(const pipeline_config& p);
+
 // Reads and checks the file at `path` with the process environment. A file that cannot
 // be read is one error. Thread-safe.
 [[nodiscard]] load_result load_config_file(const std::string& path);

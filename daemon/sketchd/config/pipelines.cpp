@@ -203,9 +203,9 @@ pipeline_config read_pipeline(checker& c, const field& f,
             "both");
     return p;
   }
-  const mapping m(
-      c, f,
-      {"name", "topics", "item", "clock", "scope", "max_item_bytes", "heavy_hitters", "dedup"});
+  const mapping m(c, f,
+                  {"name", "topics", "item", "clock", "scope", "max_item_bytes",
+                   "dead_letter_topic", "heavy_hitters", "dedup"});
   if (!m.valid()) return p;
 
   if (const auto n = m.require("name")) {
@@ -226,6 +226,13 @@ pipeline_config read_pipeline(checker& c, const field& f,
     p.scope = state_scope::partition;
   }
   m.read("max_item_bytes", p.max_item_bytes, counts(c, 1, 1 << 20));
+  read_optional_topic(c, m, "dead_letter_topic", p.dead_letter_topic);
+  if (p.dead_letter_topic &&
+      std::find(p.topics.begin(), p.topics.end(), *p.dead_letter_topic) != p.topics.end()) {
+    c.error(*m.get("dead_letter_topic"),
+            "must not be one of the pipeline's topics (the pipeline would read its own dead "
+            "letters, and skip them again)");
+  }
   if (const field* hh = m.find("heavy_hitters"))
     p.heavy_hitters = read_heavy_hitters(c, *hh, p.topics, p.scope);
   if (const field* d = m.find("dedup")) p.dedup = read_dedup(c, *d, p.topics);
@@ -235,19 +242,10 @@ pipeline_config read_pipeline(checker& c, const field& f,
   return p;
 }
 
-// The topics pipeline `p` writes to: its alerts, first-seen events and duplicates.
-std::vector<std::string_view> outputs_of(const pipeline_config& p) {
-  std::vector<std::string_view> out;
-  if (p.heavy_hitters && p.heavy_hitters->alerts_topic)
-    out.emplace_back(*p.heavy_hitters->alerts_topic);
-  if (p.dedup && p.dedup->output_topic) out.emplace_back(*p.dedup->output_topic);
-  if (p.dedup && p.dedup->duplicates_topic) out.emplace_back(*p.dedup->duplicates_topic);
-  return out;
-}
-
 // Pipelines that feed each other in a circle: one's output topic (output_topic,
-// duplicates_topic or alerts_topic) read by the next, back to the first. Each event would
-// go round again and again (a pipeline reading its own output is checked with its section).
+// duplicates_topic, alerts_topic or dead_letter_topic) read by the next, back to the first. Each
+// event would go round again and again (a pipeline reading its own output is checked with its
+// section).
 void check_pipeline_loops(checker& c, const std::vector<field>& elements,
                           const std::vector<pipeline_config>& pipelines) {
   const std::size_t n = std::min(elements.size(), pipelines.size());
@@ -269,7 +267,7 @@ void check_pipeline_loops(checker& c, const std::vector<field>& elements,
     const auto enter = [&](std::size_t i) {
       marks[i] = mark::on_path;
       step s{i, {}, 0};
-      for (const std::string_view t : outputs_of(pipelines[i])) {
+      for (const std::string_view t : output_topics_of(pipelines[i])) {
         if (const auto it = readers.find(t); it != readers.end()) {
           for (const std::size_t j : it->second)
             if (j != i) s.next.emplace_back(t, j);
@@ -354,7 +352,7 @@ void check_output_kinds(checker& c, const std::vector<field>& elements,
     if (inserted || it->second.kind == kind) return;
     c.error(where, fmt::format("topic {} already receives the {} of {}: a topic sketchd writes to "
                                "holds one kind of event (first-seen events, duplicates, "
-                               "heavy-hitter alerts or the generator's stream)",
+                               "heavy-hitter alerts, dead letters or the generator's stream)",
                                topic, it->second.kind, it->second.what));
   };
   const std::size_t n = std::min(elements.size(), pipelines.size());
@@ -367,8 +365,9 @@ void check_output_kinds(checker& c, const std::vector<field>& elements,
       const field f = topic_field(elements[i], section, key);
       add(*topic, kind, f, fmt::format("pipeline {} ({})", p.name, f.path));
       if (++outputs == kMaxOutputs + 1) {
-        c.error(f, fmt::format("at most {} outputs (output_topic, duplicates_topic and "
-                               "alerts_topic) over all pipelines; this is output {}",
+        c.error(f, fmt::format("at most {} outputs (output_topic, duplicates_topic, "
+                               "alerts_topic and dead_letter_topic) over all pipelines; this is "
+                               "output {}",
                                kMaxOutputs, outputs));
       }
     };
@@ -378,6 +377,7 @@ void check_output_kinds(checker& c, const std::vector<field>& elements,
     }
     if (p.heavy_hitters)
       each(p.heavy_hitters->alerts_topic, "heavy-hitter alerts", "heavy_hitters", "alerts_topic");
+    each(p.dead_letter_topic, "dead letters", "", "dead_letter_topic");
   }
   if (generator && generator_field != nullptr && !generator->topic.empty()) {
     add(generator->topic, "generated events", topic_field(*generator_field, "", "topic"),
@@ -386,3 +386,21 @@ void check_output_kinds(checker& c, const std::vector<field>& elements,
 }
 
 }  // namespace sketchd::config_detail
+
+namespace sketchd {
+
+std::vector<std::string_view> output_topics_of(const pipeline_config& p) {
+  std::vector<std::string_view> out;
+  const auto add = [&](const std::optional<std::string>& t) {
+    if (t) out.emplace_back(*t);
+  };
+  if (p.dedup) {
+    add(p.dedup->output_topic);
+    add(p.dedup->duplicates_topic);
+  }
+  if (p.heavy_hitters) add(p.heavy_hitters->alerts_topic);
+  add(p.dead_letter_topic);
+  return out;
+}
+
+}  // namespace sketchd

@@ -144,6 +144,9 @@ struct pipeline_config {
   std::uint32_t max_item_bytes = 1024;  // 1..1 MiB; longer items are an extract failure
   std::optional<heavy_hitters_config> heavy_hitters;
   std::optional<dedup_config> dedup;  // at least one of the two is set
+  // Messages skipped for an extract failure other than a tombstone go here, unchanged, with
+  // the sketchd-error-reason, sketchd-pipeline and provenance headers.
+  std::optional<std::string> dead_letter_topic;
 };
 
 enum class generator_format { json, text };

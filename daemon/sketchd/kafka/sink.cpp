@@ -352,32 +352,37 @@ void add_decimal_header(rd_kafka_headers_t* headers, const char* name, Integer v
 }
 
 // A copy of the message's headers (librdkafka's own, which the producer takes over), in
-// their order and byte for byte, with this hop's provenance headers at the end in place of
-// any earlier ones.
-rd_kafka_headers_t* headers_with_provenance(rd_kafka_message_t* m) {
+// their order and byte for byte, with this hop's provenance headers and then `extra` at the
+// end in place of any earlier ones of their names.
+rd_kafka_headers_t* headers_with_provenance(rd_kafka_message_t* m, std::span<const header> extra) {
   rd_kafka_headers_t* original = nullptr;
   rd_kafka_headers_t* copy = nullptr;
   if (rd_kafka_message_headers(m, &original) == RD_KAFKA_RESP_ERR_NO_ERROR && original) {
     copy = rd_kafka_headers_copy(original);  // keeps names with a NUL byte whole
     for (const char* name : {kSourceTopicHeader, kSourcePartitionHeader, kSourceOffsetHeader})
       static_cast<void>(rd_kafka_header_remove(copy, name));  // NOENT when absent: most often
+    for (const header& h : extra) static_cast<void>(rd_kafka_header_remove(copy, h.name));
   } else {
-    copy = rd_kafka_headers_new(3);
+    copy = rd_kafka_headers_new(3 + extra.size());
   }
   // A consumed message always has its topic; a message without one (none is forwarded)
   // would get only its partition and offset, which a restore counts as missing provenance.
   if (m->rkt) rd_kafka_header_add(copy, kSourceTopicHeader, -1, rd_kafka_topic_name(m->rkt), -1);
   add_decimal_header(copy, kSourcePartitionHeader, m->partition);
   add_decimal_header(copy, kSourceOffsetHeader, m->offset);
+  for (const header& h : extra) {
+    rd_kafka_header_add(copy, h.name, -1, h.value.data(), static_cast<ssize_t>(h.value.size()));
+  }
   return copy;
 }
 
 }  // namespace
 
-error_code sink::forward(std::size_t topic, const rd_kafka_message_s* message, std::uint64_t opaque,
+error_code sink::forward(std::size_t topic, const rd_kafka_message_s* message,
+                         std::span<const header> extra, std::uint64_t opaque,
                          const std::function<bool()>& give_up) {
   auto* m = const_cast<rd_kafka_message_t*>(message);
-  rd_kafka_headers_t* headers = headers_with_provenance(m);
+  rd_kafka_headers_t* headers = headers_with_provenance(m, extra);
   rd_kafka_timestamp_type_t type;
   const std::int64_t timestamp = rd_kafka_message_timestamp(m, &type);
   return produce_with_headers(topic, m->key, m->key ? m->key_len : 0, m->payload,

@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -46,6 +47,16 @@ namespace sketchd::kafka {
 inline constexpr const char* kSourceTopicHeader = "sketchd-source-topic";
 inline constexpr const char* kSourcePartitionHeader = "sketchd-source-partition";
 inline constexpr const char* kSourceOffsetHeader = "sketchd-source-offset";
+// The headers a dead letter gains besides them (docs/SEMANTICS.md, "Dead letters").
+inline constexpr const char* kErrorReasonHeader = "sketchd-error-reason";
+inline constexpr const char* kPipelineHeader = "sketchd-pipeline";
+
+// A header forward() adds after the provenance headers: its name NUL-terminated, for
+// librdkafka; the value is copied.
+struct header {
+  const char* name = nullptr;
+  std::string_view value;
+};
 
 struct sink_options {
   std::string bootstrap_servers;
@@ -75,14 +86,16 @@ class sink {
 
   // Produces a copy of a consumed message (key, value, headers, timestamp) to an output
   // topic, with the provenance headers of `message` (its topic, partition and offset; see
-  // the file comment) in place of any of those names it had. Allocates only the copy of
+  // the file comment) and then the `extra` headers, in place of any of those names it had
+  // (a dead letter's reason and pipeline). Allocates only the copy of
   // the headers librdkafka takes over; the numbers are formatted on the stack. While the
   // producer's local queue is full it serves delivery reports and tries again, until
   // `give_up()` says to stop waiting. Returns no_error when the message was queued (its
   // delivery report will follow), or the error that prevented it (no report follows):
   // queue_full after give_up(), msg_size_too_large, unknown_topic…
   [[nodiscard]] error_code forward(std::size_t topic, const rd_kafka_message_s* message,
-                                   std::uint64_t opaque, const std::function<bool()>& give_up);
+                                   std::span<const header> extra, std::uint64_t opaque,
+                                   const std::function<bool()>& give_up);
   // The same for a message built by the daemon (alert events).
   [[nodiscard]] error_code produce(std::size_t topic, std::string_view key, std::string_view value,
                                    std::int64_t timestamp_ms, std::uint64_t opaque,

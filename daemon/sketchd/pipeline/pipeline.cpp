@@ -134,7 +134,7 @@ verdict pipeline::process(const message_view& message, std::int64_t event_ms, st
 }
 
 void pipeline::process(std::span<const pipeline_input> batch, std::int64_t wall_ms,
-                       std::span<verdict> out) {
+                       std::span<verdict> out, std::span<extract_failure> failures) {
   if (partition_scoped()) {
     for (const pipeline_input& in : batch) static_cast<void>(shard_of(in.topic, in.partition));
   }
@@ -143,6 +143,9 @@ void pipeline::process(std::span<const pipeline_input> batch, std::int64_t wall_
     const std::size_t size = std::min(batch.size() - done, group_.size());
     for (std::size_t i = 0; i < size; ++i) group_[i] = batch[done + i].message;
     const std::size_t n = extractor_.extract(std::span(group_).first(size), group_results_);
+    if (!failures.empty()) {
+      for (std::size_t i = 0; i < n; ++i) failures[done + i] = group_results_[i].failure;
+    }
     feed_group(batch.subspan(done, n), wall_ms, out.subspan(done, n));
     done += n;
   }

@@ -117,8 +117,10 @@ class pipeline {
   // The items are extracted a group at a time (extractor::extract(span, span): one JSON
   // parse for the group when it can). No lock, no logging; no allocation but the shards of
   // partitions met for the first time, made before any item is fed (std::bad_alloc: the
-  // state is as before the call).
-  void process(std::span<const pipeline_input> batch, std::int64_t wall_ms, std::span<verdict> out);
+  // state is as before the call). With `failures` (its size ≥ batch.size()), failures[i] is
+  // why batch[i] was skipped, extract_failure::none when it was not.
+  void process(std::span<const pipeline_input> batch, std::int64_t wall_ms, std::span<verdict> out,
+               std::span<extract_failure> failures = {});
   // Forwarding results reported by the sink (may come from the processing thread only).
   void add_forwarded(std::uint64_t n) noexcept { local_.forwarded += n; }
   void add_forward_failures(std::uint64_t n) noexcept { local_.forward_failures += n; }

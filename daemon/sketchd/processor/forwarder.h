@@ -1,5 +1,6 @@
 // Where the processor's outputs go: first-seen events (dedup.output_topic), duplicates
-// (dedup.duplicates_topic) and heavy-hitter alert events (heavy_hitters.alerts_topic). The
+// (dedup.duplicates_topic), heavy-hitter alert events (heavy_hitters.alerts_topic) and dead
+// letters (dead_letter_topic). The
 // daemon's is Kafka's idempotent producer (processor/kafka_forwarder.h); unit tests fake it.
 //
 // The contract the processor relies on, as kafka::sink keeps it:
@@ -16,11 +17,13 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "sketchd/kafka/error.h"
+#include "sketchd/kafka/sink.h"
 #include "sketchd/kafka/source.h"
 
 namespace sketchd {
@@ -45,10 +48,12 @@ class forwarder {
 
   // Queues a copy of the consumed message `r` (key, value, headers, timestamp: the message
   // as it was read) for output topic `topic`, with the provenance headers of `r`
-  // (`sketchd-source-topic`, `-partition`, `-offset`, decimal text; see kafka/sink.h) in
-  // place of any of those names it had. no_error when queued; otherwise the error that
-  // prevented it: queue_full after give_up(), msg_size_too_large, unknown_topic…
+  // (`sketchd-source-topic`, `-partition`, `-offset`, decimal text; see kafka/sink.h) and
+  // then the `extra` headers (a dead letter's) in place of any of those names it had.
+  // no_error when queued; otherwise the error that prevented it: queue_full after
+  // give_up(), msg_size_too_large, unknown_topic…
   [[nodiscard]] virtual kafka::error_code forward(std::size_t topic, const kafka::record& r,
+                                                  std::span<const kafka::header> extra,
                                                   std::uint64_t opaque,
                                                   const std::function<bool()>& give_up) = 0;
   // The same for a message built by the daemon (alert events), without headers.

@@ -15,15 +15,10 @@ kafka_forwarder::kafka_forwarder(const kafka::sink_options& options)
 
 std::vector<std::string> output_topics(const config& cfg) {
   std::vector<std::string> topics;
-  const auto add = [&](const std::optional<std::string>& t) {
-    if (t && std::find(topics.begin(), topics.end(), *t) == topics.end()) topics.push_back(*t);
-  };
   for (const pipeline_config& pc : cfg.pipelines) {
-    if (pc.dedup) {
-      add(pc.dedup->output_topic);
-      add(pc.dedup->duplicates_topic);
+    for (const std::string_view t : output_topics_of(pc)) {
+      if (std::find(topics.begin(), topics.end(), t) == topics.end()) topics.emplace_back(t);
     }
-    if (pc.heavy_hitters) add(pc.heavy_hitters->alerts_topic);
   }
   return topics;
 }

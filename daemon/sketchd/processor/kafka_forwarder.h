@@ -26,9 +26,10 @@ class kafka_forwarder final : public forwarder {
     return sink_.topic_index(topic);
   }
   [[nodiscard]] kafka::error_code forward(std::size_t topic, const kafka::record& r,
+                                          std::span<const kafka::header> extra,
                                           std::uint64_t opaque,
                                           const std::function<bool()>& give_up) override {
-    return sink_.forward(topic, r.native, opaque, give_up);
+    return sink_.forward(topic, r.native, extra, opaque, give_up);
   }
   [[nodiscard]] kafka::error_code produce(std::size_t topic, std::string_view key,
                                           std::string_view value, std::int64_t timestamp_ms,
@@ -57,7 +58,8 @@ class kafka_forwarder final : public forwarder {
 };
 
 // The output topics of `cfg`'s pipelines (dedup.output_topic, dedup.duplicates_topic,
-// heavy_hitters.alerts_topic), each once, in the order of the configuration.
+// heavy_hitters.alerts_topic, dead_letter_topic), each once, in the order of the
+// configuration.
 [[nodiscard]] std::vector<std::string> output_topics(const config& cfg);
 
 // The daemon's forwarder for `cfg`'s output topics on the cluster at `bootstrap_servers`,

@@ -36,9 +36,29 @@ void processor::collect(std::vector<prometheus::MetricFamily>& out) const {
       "sketchd_heavy_hitter_alert_failures_total",
       "Heavy-hitter events that could not be delivered to heavy_hitters.alerts_topic.",
       MetricType::Counter);
+  auto dead_letters = metrics::family(
+      "sketchd_dead_letters_total",
+      "Messages skipped for an extract failure (by reason; tombstones are not sent) delivered to "
+      "the pipeline's dead_letter_topic.",
+      MetricType::Counter);
+  auto failed_dead_letters = metrics::family(
+      "sketchd_dead_letter_failures_total",
+      "Dead letters whose delivery to dead_letter_topic finally failed (consumption stops).",
+      MetricType::Counter);
   std::lock_guard lock(mutex_);
   for (std::size_t i = 0; i < pipelines_.size(); ++i) {
     const metrics::labels p{{"pipeline", pipelines_[i]->name()}};
+    if (outputs_[i].dead_letter) {
+      // Every reason a dead letter can have, from the start (at 0).
+      for (std::size_t r = 1; r < kExtractFailureCount; ++r) {
+        const auto why = static_cast<extract_failure>(r);
+        if (why == extract_failure::tombstone) continue;
+        metrics::add(dead_letters,
+                     {{"pipeline", pipelines_[i]->name()}, {"reason", std::string(to_string(why))}},
+                     static_cast<double>(published_.dead_letters[i][r]));
+      }
+      metrics::add(failed_dead_letters, p, static_cast<double>(published_.dead_letter_failures[i]));
+    }
     if (outputs_[i].duplicate)
       metrics::add(dups, p, static_cast<double>(published_.duplicates_forwarded[i]));
     if (outputs_[i].alert) {
@@ -50,6 +70,10 @@ void processor::collect(std::vector<prometheus::MetricFamily>& out) const {
   if (!sent.metric.empty()) {
     out.push_back(std::move(sent));
     out.push_back(std::move(failed_alerts));
+  }
+  if (!dead_letters.metric.empty()) {
+    out.push_back(std::move(dead_letters));
+    out.push_back(std::move(failed_dead_letters));
   }
   // Read now, not at the end of a batch: a batch waiting on the producer's full queue
   // (the output brokers down) is exactly when this figure matters.

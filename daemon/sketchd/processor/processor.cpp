@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 
 #include "sketchd/processor/event_json.h"
@@ -44,6 +45,7 @@ processor::processor(const config& cfg, std::vector<pipeline*> pipelines,
   outputs_.resize(n);
   inputs_.resize(n);
   verdicts_.resize(n);
+  failures_.resize(n);
   cursors_.assign(n, 0);
   done_before_.assign(n, 0);
   heavy_events_.resize(n);
@@ -54,6 +56,9 @@ processor::processor(const config& cfg, std::vector<pipeline*> pipelines,
     verdicts_[i].reserve(cfg.kafka.batch_size);
   }
   add_routes();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (outputs_[i].dead_letter) failures_[i].reserve(cfg.kafka.batch_size);
+  }
   give_up_ = [this] { return stop_ && stop_(); };
   if (out_) {
     out_->on_delivery([this](std::uint64_t opaque, kafka::error_code err, std::string_view reason) {
@@ -63,6 +68,8 @@ processor::processor(const config& cfg, std::vector<pipeline*> pipelines,
   local_.duplicates_forwarded.assign(n, 0);
   local_.alerts_sent.assign(n, 0);
   local_.alert_failures.assign(n, 0);
+  local_.dead_letters.assign(n, {});
+  local_.dead_letter_failures.assign(n, 0);
   published_ = local_;
   failure_warnings_.assign(n, log_rate_limit(kWarningInterval));
   failures_warned_.assign(n, {});
@@ -92,14 +99,18 @@ void processor::add_routes() {
       outputs_[i].duplicate = add_route(i, output_kind::duplicate, *pc.dedup->duplicates_topic);
     if (pc.heavy_hitters && pc.heavy_hitters->alerts_topic)
       outputs_[i].alert = add_route(i, output_kind::alert, *pc.heavy_hitters->alerts_topic);
+    if (pc.dead_letter_topic)
+      outputs_[i].dead_letter = add_route(i, output_kind::dead_letter, *pc.dead_letter_topic);
   }
   if (routes_.size() > kMaxOutputs) {
     throw std::invalid_argument(
         fmt::format("at most {} output topics over all pipelines", kMaxOutputs));
   }
-  // The dedup outputs whose copies can be told apart: a topic one route writes.
+  // The dedup outputs whose copies can be told apart: a topic one route writes. Not the dead
+  // letters: one sent again after a crash is a duplicate at-least-once allows, and reading a
+  // dead-letter topic back at each restart would cost more than it saves.
   for (const route& r : routes_) {
-    if (r.kind == output_kind::alert) continue;
+    if (r.kind == output_kind::alert || r.kind == output_kind::dead_letter) continue;
     const auto writers = std::count_if(routes_.begin(), routes_.end(),
                                        [&](const route& o) { return o.topic == r.topic; });
     if (writers == 1) replayable_.push_back(r.topic_name);
@@ -129,7 +140,8 @@ void processor::run_pipelines(std::span<const kafka::record> batch, std::int64_t
     for (std::size_t i = 0; i < pipelines_.size(); ++i) {
       pipelines_[i]->begin_batch();
       verdicts_[i].resize(inputs_[i].size());
-      pipelines_[i]->process(inputs_[i], wall_ms, verdicts_[i]);
+      if (outputs_[i].dead_letter) failures_[i].resize(inputs_[i].size());
+      pipelines_[i]->process(inputs_[i], wall_ms, verdicts_[i], failures_[i]);
       cursors_[i] = 0;
     }
     // The pipelines publish and release their state before anything is forwarded:
@@ -153,29 +165,41 @@ void processor::forward_message(const kafka::record& r) {
   for (std::size_t i : targets) {
     if (replayed && !restoring) break;
     const verdict v = verdicts_[i][cursors_[i]];
-    if (const std::optional<std::size_t> route_index = route_of(i, v)) {
+    if (!replayed && v == verdict::skipped && !failure_example_[i].set)
+      failure_example_[i] = {true, r.topic_index, r.partition, r.offset};
+    if (const std::optional<std::size_t> route_index = route_of(i, v, cursors_[i])) {
       // Forwarded before a crash (found at the restore): not again.
       done_before_[i] = restoring && forwarded_before_.take(routes_[*route_index].topic,
                                                             r.topic_index, r.partition, r.offset);
       if (!replayed && !done_before_[i]) ++outputs;
-    } else if (!replayed && v == verdict::skipped && !failure_example_[i].set) {
-      failure_example_[i] = {true, r.topic_index, r.partition, r.offset};
     }
   }
   const kafka::offset_tracker::ticket ticket =
       tracker_.add(tracker_.slot(r.topic_index, r.partition), r.offset, outputs);
   for (std::size_t i : targets) {
-    const verdict v = verdicts_[i][cursors_[i]++];
+    const std::size_t at = cursors_[i]++;
+    const verdict v = verdicts_[i][at];
     // After a failure (or a forward abandoned at a stop) nothing more is forwarded:
     // consumption stops, and the messages after the failed one are read again after a
     // restart, so forwarding them now would deliver them twice and put them before it.
     // Their tickets stay unreported, so their offsets are never stored.
     if (outputs == 0 || failed() || abandoned_ || done_before_[i]) continue;
-    const std::optional<std::size_t> route_index = route_of(i, v);
+    const std::optional<std::size_t> route_index = route_of(i, v, at);
     if (!route_index) continue;
     const route& rt = routes_[*route_index];
-    const kafka::error_code err =
-        out_->forward(rt.topic, r, opaque_of(*route_index, ticket), give_up_);
+    const std::uint64_t opaque = opaque_of(*route_index, ticket);
+    kafka::error_code err = kafka::error_code::no_error;
+    if (rt.kind == output_kind::dead_letter) {
+      const extract_failure why = failures_[i][at];
+      const std::array<kafka::header, 2> extra{{{kafka::kErrorReasonHeader, to_string(why)},
+                                                {kafka::kPipelineHeader, pipelines_[i]->name()}}};
+      // Before forward(), which may serve delivery reports while the queue is full.
+      dead_letter_reasons_[opaque] = why;
+      err = out_->forward(rt.topic, r, extra, opaque, give_up_);
+      if (err != kafka::error_code::no_error) dead_letter_reasons_.erase(opaque);
+    } else {
+      err = out_->forward(rt.topic, r, {}, opaque, give_up_);
+    }
     if (err == kafka::error_code::no_error) continue;
     // queue_full after a stop request: not a failure, the message simply stays
     // undelivered, so its offset is never stored and it is read again after a restart.
@@ -186,6 +210,17 @@ void processor::forward_message(const kafka::record& r) {
     }
     forward_failed(rt, err, kafka::describe(err), ticket);
   }
+}
+
+std::optional<std::size_t> processor::route_of(std::size_t i, verdict v,
+                                               std::size_t at) const noexcept {
+  if (v == verdict::first_seen) return outputs_[i].first_seen;
+  if (v == verdict::duplicate) return outputs_[i].duplicate;
+  // A tombstone is a deletion its producer meant, not an error: counted and skipped only.
+  if (v == verdict::skipped && outputs_[i].dead_letter &&
+      failures_[i][at] != extract_failure::tombstone)
+    return outputs_[i].dead_letter;
+  return std::nullopt;
 }
 
 void processor::after_batch(std::int64_t wall_ms) {
@@ -225,12 +260,21 @@ void processor::on_delivery(std::uint64_t opaque, kafka::error_code err, std::st
     return;
   }
   const kafka::offset_tracker::ticket ticket = opaque & kTicketMask;
+  extract_failure why = extract_failure::none;
+  if (r.kind == output_kind::dead_letter) {
+    if (const auto it = dead_letter_reasons_.find(opaque); it != dead_letter_reasons_.end()) {
+      why = it->second;
+      dead_letter_reasons_.erase(it);
+    }
+  }
   if (err != kafka::error_code::no_error) {
     forward_failed(r, err, reason, ticket);
     return;
   }
   tracker_.report(ticket, true);
-  if (r.kind == output_kind::first_seen) {
+  if (r.kind == output_kind::dead_letter) {
+    ++local_.dead_letters[r.pipeline][static_cast<std::size_t>(why)];
+  } else if (r.kind == output_kind::first_seen) {
     pipelines_[r.pipeline]->add_forwarded(1);
   } else {
     ++local_.duplicates_forwarded[r.pipeline];
@@ -239,7 +283,12 @@ void processor::on_delivery(std::uint64_t opaque, kafka::error_code err, std::st
 
 void processor::forward_failed(const route& r, kafka::error_code err, std::string_view reason,
                                std::optional<kafka::offset_tracker::ticket> ticket) {
-  pipelines_[r.pipeline]->add_forward_failures(1);
+  const bool dead_letter = r.kind == output_kind::dead_letter;
+  if (dead_letter) {
+    ++local_.dead_letter_failures[r.pipeline];
+  } else {
+    pipelines_[r.pipeline]->add_forward_failures(1);
+  }
   if (ticket) tracker_.report(*ticket, false);
   // Dropped by the producer's close at the stop, whose own lines say why (a fatal error,
   // outputs still undelivered at shutdown): not a failure to report as one.
@@ -247,7 +296,8 @@ void processor::forward_failed(const route& r, kafka::error_code err, std::strin
   if (!failure_.empty()) return;
   const auto& at = tracker_.first_failure();
   const std::string what = fmt::format(
-      "forwarding to topic {} failed ({}: {}); consumption stopped{}", r.topic_name,
+      "{} topic {} failed ({}: {}); consumption stopped{}",
+      dead_letter ? "sending a dead letter to" : "forwarding to", r.topic_name,
       kafka::to_string(err), reason,
       tracker_.failed()
           ? fmt::format(" at topic {} partition {} offset {}, which will be read again after a "

@@ -1,14 +1,20 @@
 // The processing step of the daemon, between the Kafka source and the pipelines'
 // outputs: routes each consumed message to the pipelines of its topic, hands what they
-// decide to forward (first-seen events, duplicates, heavy-hitter alert events) to the
-// forwarder, and says which input offsets may be stored.
+// decide to forward (first-seen events, duplicates, heavy-hitter alert events, and the
+// dead letters of messages they skipped) to the forwarder, and says which input offsets may
+// be stored.
 //
 //   batch ─► pipelines (process) ─► verdicts ─► forwarder.forward(…, ticket) ┐
 //                                                                             ▼ delivery reports
 //   offsets to store ◄── offset_tracker (in order per partition) ◄── ack / final failure
 //
 // An input offset becomes storable only when every output of its message, and of every
-// earlier message of its partition, is acknowledged (offset_tracker). A final delivery
+// earlier message of its partition, is acknowledged (offset_tracker). A dead letter (a copy
+// of a message a pipeline skipped for an extract failure other than a tombstone, sent to its
+// dead_letter_topic with the reason and pipeline headers) is such an output: it holds the
+// offset back until it is acknowledged, and its final failure stops consumption as a failed
+// forward does. Dead letters are not replayable outputs (see replayable_outputs()): after a
+// crash, those sent after the last commit are sent again. A final delivery
 // failure stops consumption: the processor reports failed(), the run loop pauses the
 // source and marks the daemon not ready; the offset never moves past the failed message.
 //
@@ -31,6 +37,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "sketchd/config/config.h"
@@ -200,11 +207,12 @@ class processor {
   // Adds collect() to `registry`'s collectables: the processor must outlive its scrapes.
   void register_metrics(metrics::registry& registry) const;
   // sketchd_dedup_duplicates_forwarded_total, sketchd_heavy_hitter_alerts_sent_total,
+  // sketchd_dead_letters_total, sketchd_dead_letter_failures_total,
   // sketchd_producer_queue_messages, sketchd_consumption_stopped. Thread-safe.
   void collect(std::vector<prometheus::MetricFamily>& out) const;
 
  private:
-  enum class output_kind : std::uint8_t { first_seen, duplicate, alert };
+  enum class output_kind : std::uint8_t { first_seen, duplicate, alert, dead_letter };
   struct route {  // one (pipeline, kind) with an output topic; its index tops the opaque
     std::size_t pipeline = 0;
     output_kind kind = output_kind::first_seen;
@@ -215,11 +223,15 @@ class processor {
     std::optional<std::size_t> first_seen;  // route indices
     std::optional<std::size_t> duplicate;
     std::optional<std::size_t> alert;
+    std::optional<std::size_t> dead_letter;
   };
   struct loop_counters {
     std::vector<std::uint64_t> duplicates_forwarded;
     std::vector<std::uint64_t> alerts_sent;
     std::vector<std::uint64_t> alert_failures;
+    // Per pipeline: dead letters delivered, by extract_failure; and those finally failed.
+    std::vector<std::array<std::uint64_t, kExtractFailureCount>> dead_letters;
+    std::vector<std::uint64_t> dead_letter_failures;
   };
   // Where a pipeline's skipped message is, for the warning about them.
   struct failure_example {
@@ -230,13 +242,11 @@ class processor {
   };
 
   void add_routes();
-  // The route of pipeline i's verdict v (a first-seen event or a duplicate with an output
-  // topic), if any.
-  [[nodiscard]] std::optional<std::size_t> route_of(std::size_t i, verdict v) const noexcept {
-    if (v == verdict::first_seen) return outputs_[i].first_seen;
-    if (v == verdict::duplicate) return outputs_[i].duplicate;
-    return std::nullopt;
-  }
+  // The route of pipeline i's verdict v on the at-th message of its batch (a first-seen
+  // event or a duplicate with an output topic, a message skipped for a reason other than a
+  // tombstone with a dead-letter topic), if any.
+  [[nodiscard]] std::optional<std::size_t> route_of(std::size_t i, verdict v,
+                                                    std::size_t at) const noexcept;
   // The pipelines reading tp's topic have not counted its recent items.
   void taken_over(const kafka::topic_partition& tp);
   // scope: partition: drops the pipelines' shards of partitions no longer assigned, or of
@@ -299,6 +309,12 @@ class processor {
   // messages routed to it, its verdicts, and the next verdict to read.
   std::vector<std::vector<pipeline_input>> inputs_;
   std::vector<std::vector<verdict>> verdicts_;
+  // Of the pipelines with a dead_letter_topic (empty for the others): why each message of
+  // the batch was skipped, as verdicts_.
+  std::vector<std::vector<extract_failure>> failures_;
+  // The reason of each dead letter in flight, by its opaque, for the counter of its delivery.
+  // Allocates a node per dead letter: bad input only, never a valid message.
+  std::unordered_map<std::uint64_t, extract_failure> dead_letter_reasons_;
   std::vector<std::size_t> cursors_;
   std::vector<std::vector<sketch::heavy_event>> heavy_events_;  // of the batch, by pipeline
   std::vector<std::uint64_t> heavy_events_dropped_;             // as last seen, by pipeline
