@@ -350,7 +350,10 @@ class bounded_server final : public httplib::Server {
   // waits for more input (until c.deadline_); otherwise it is closed.
   bool serve_ready(connection& c) {
     if (stopping_) return false;
-    if (c.phase_ == connection::phase::first_byte && !first_byte(c)) return false;
+    if (c.phase_ == connection::phase::first_byte) {
+      if (!first_byte(c)) return false;
+      if (c.phase_ == connection::phase::first_byte) return true;  // no byte yet after all
+    }
     if (c.phase_ == connection::phase::handshake) {
       const handshake h = shake(c);
       if (h == handshake::failed) {
