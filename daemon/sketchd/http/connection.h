@@ -1,9 +1,10 @@
 // How the HTTP listener serves a connection: httplib's server with each connection read
 // and written within bounds (a request's line and headers at most 64 KiB and 10 s to send,
-// an answer 60 s to write, pipelined requests answered in turn), a worker per connection,
-// a closing connection that loses no answer, and with http.tls each connection's TLS
-// handshake (within the 10 s of a request) before its first request. http_server
-// (server.h) is built on it.
+// an answer 60 s to write, pipelined requests answered in turn), a worker while the
+// connection is served and none while it waits for input (listener.h waits), a closing
+// connection that loses no answer, and with http.tls each connection's TLS handshake
+// (within 10 s of its start) before its first request. http_server (server.h) is built on
+// it.
 #pragma once
 
 #include <chrono>
