@@ -33,16 +33,8 @@ done
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 
-for tool in promtool amtool prometheus-alertmanager docker-compose curl python3; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    if [[ ${SKETCHD_REQUIRE_TOOLS:-0} == 1 ]]; then  # as make test sets it (see lib.sh)
-      echo "FAIL: $tool is not installed (scripts/install-deps.sh installs it)" >&2
-      exit 1
-    fi
-    echo "SKIP: $tool is not installed"
-    exit 77
-  fi
-done
+source "$root/tests/integration/tools.sh"
+require_tools promtool amtool prometheus-alertmanager docker-compose curl python3
 
 failures=0
 check() {  # check DESCRIPTION COMMAND…: runs it, prints its output on failure

@@ -19,6 +19,7 @@
 # shellcheck disable=SC2034,SC2154
 
 readonly ITEST_SKIP=77
+source "$(dirname "${BASH_SOURCE[0]}")/tools.sh"
 
 # itest_init PATH/TO/sketchd: checks the tools, makes the work directory, installs the
 # EXIT trap. Exits 77 (skipped) when a client the tests need is not installed, or 1 (failed)
@@ -28,17 +29,7 @@ itest_init() {
   sketchd=${1:?usage: $0 PATH/TO/sketchd}
   [[ -x $sketchd ]] || { echo "FAIL: $sketchd is not an executable" >&2; exit 1; }
   sketchd=$(cd "$(dirname "$sketchd")" && pwd)/$(basename "$sketchd")  # tests may cd
-  local tool
-  for tool in kcat curl python3 ${ITEST_EXTRA_TOOLS[@]+"${ITEST_EXTRA_TOOLS[@]}"}; do
-    if ! command -v "$tool" >/dev/null 2>&1; then
-      if [[ ${SKETCHD_REQUIRE_TOOLS:-0} == 1 ]]; then
-        echo "FAIL: $tool is not installed (scripts/install-deps.sh installs it)" >&2
-        exit 1
-      fi
-      echo "SKIP: $tool is not installed"
-      exit "$ITEST_SKIP"
-    fi
-  done
+  require_tools kcat curl python3 ${ITEST_EXTRA_TOOLS[@]+"${ITEST_EXTRA_TOOLS[@]}"}
   # The interpreter itself, not a version manager's shim in front of it (which can cost
   # 0.1 s per start): the checks start python3 often.
   python=$(python3 -c 'import sys; print(sys.executable)')

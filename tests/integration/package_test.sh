@@ -33,16 +33,8 @@ build_dir=${1:?usage: $0 BUILD_DIR}
 build_dir=$(cd "$build_dir" && pwd)
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
-for tool in cpack dpkg-deb dpkg-shlibdeps systemd-analyze readelf; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    if [[ ${SKETCHD_REQUIRE_TOOLS:-0} == 1 ]]; then  # as make test sets it (see lib.sh)
-      echo "FAIL: $tool is not installed (scripts/install-deps.sh installs it)" >&2
-      exit 1
-    fi
-    echo "SKIP: $tool is not installed"
-    exit 77
-  fi
-done
+source "$root/tests/integration/tools.sh"
+require_tools cpack dpkg-deb dpkg-shlibdeps systemd-analyze readelf
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sketchd-package.XXXXXX")
 installed=0          # 1 while this test has the package installed (or half-installed)

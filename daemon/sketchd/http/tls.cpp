@@ -70,36 +70,105 @@ struct made {
   std::optional<tls_problem> problem;
 };
 
+// The whole of the file at `path` into `out`, so that a file that cannot be read says why
+// (errno) and the PEM parsers then read memory; or why not. Only a regular file of a sane
+// size: a path to a FIFO or a device would never end.
+std::optional<std::string> read_file(const std::string& path, std::string& out) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return fmt::format("cannot read {}: {}", path, std::system_category().message(errno));
+  if (!S_ISREG(st.st_mode)) return fmt::format("{} is not a regular file", path);
+  if (st.st_size > kMaxFileBytes) {
+    return fmt::format("{} is larger than {} KiB: not a PEM certificate or key", path,
+                       kMaxFileBytes / 1024);
+  }
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return fmt::format("cannot read {}: {}", path,
+                       errno != 0 ? std::system_category().message(errno) : "cannot open it");
+  }
+  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (in.bad()) return fmt::format("cannot read {}: a read error", path);
+  return std::nullopt;
+}
+
+bio_ptr memory_bio(const std::string& text) {
+  return bio_ptr(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
+}
+
+// The server's certificate first, then the chain up to (not necessarily including) the
+// root, from `path`'s text. Each loader returns why it could not, or nothing.
+std::optional<std::string> use_certificate_chain(SSL_CTX* ctx, const std::string& path,
+                                                 const std::string& text) {
+  const bio_ptr in = memory_bio(text);
+  const x509_ptr leaf(PEM_read_bio_X509_AUX(in.get(), nullptr, no_passphrase, nullptr));
+  if (!leaf) {
+    return fmt::format("{} holds no PEM certificate (-----BEGIN CERTIFICATE-----): {}", path,
+                       openssl_reason());
+  }
+  if (SSL_CTX_use_certificate(ctx, leaf.get()) != 1)
+    return fmt::format("cannot use the certificate of {}: {}", path, openssl_reason());
+  while (X509* next = PEM_read_bio_X509(in.get(), nullptr, no_passphrase, nullptr)) {
+    if (SSL_CTX_add0_chain_cert(ctx, next) != 1) {  // takes it when it succeeds
+      X509_free(next);
+      return fmt::format("cannot use the chain of {}: {}", path, openssl_reason());
+    }
+  }
+  ERR_clear_error();  // the end of the file, read as "no start line"
+  return std::nullopt;
+}
+
+// The private key of `config.key_file`'s text, which must be the certificate's.
+std::optional<std::string> use_private_key(SSL_CTX* ctx, const tls_config& config,
+                                           const std::string& text) {
+  const bio_ptr in = memory_bio(text);
+  const pkey_ptr key(PEM_read_bio_PrivateKey(in.get(), nullptr, no_passphrase, nullptr));
+  if (!key) {
+    ERR_clear_error();
+    if (text.find("ENCRYPTED") != std::string::npos) {
+      return fmt::format(
+          "{} holds an encrypted private key, and there is no one to give its passphrase: write "
+          "it unencrypted (openssl pkey -in FILE -out FILE) and restrict the file's permissions "
+          "instead",
+          config.key_file);
+    }
+    return fmt::format("{} holds no PEM private key (-----BEGIN PRIVATE KEY-----)",
+                       config.key_file);
+  }
+  if (SSL_CTX_use_PrivateKey(ctx, key.get()) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
+    ERR_clear_error();
+    return fmt::format("the private key of {} is not the key of the certificate of {}",
+                       config.key_file, config.cert_file);
+  }
+  return std::nullopt;
+}
+
+// The CAs of `path`'s text, whose client certificates every connection must then present
+// (as exporter-toolkit's default with a client CA: RequireAndVerifyClientCert).
+std::optional<std::string> require_client_certificates(SSL_CTX* ctx, const std::string& path,
+                                                       const std::string& text) {
+  const bio_ptr in = memory_bio(text);
+  X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+  int count = 0;
+  while (X509* ca = PEM_read_bio_X509(in.get(), nullptr, no_passphrase, nullptr)) {
+    const x509_ptr owned(ca);
+    // The store and the list of names sent to clients each take their own reference.
+    if (X509_STORE_add_cert(store, ca) != 1 || SSL_CTX_add_client_CA(ctx, ca) != 1)
+      return fmt::format("cannot use a certificate of {}: {}", path, openssl_reason());
+    ++count;
+  }
+  ERR_clear_error();
+  if (count == 0)
+    return fmt::format("{} holds no PEM certificate (-----BEGIN CERTIFICATE-----)", path);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  return std::nullopt;
+}
+
 made make_context(const tls_config& config) {
   const auto fail = [](tls_file f, std::string message) {
     return made{nullptr, tls_problem{f, std::move(message)}};
   };
-  // Each file whole, so that a file that cannot be read says why (errno), and the PEM
-  // parsers then read memory.
-  const auto read = [](const std::string& path, std::string& out) -> std::optional<std::string> {
-    // Only a regular file of a sane size: a path to a FIFO or a device would never end.
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0)
-      return fmt::format("cannot read {}: {}", path, std::system_category().message(errno));
-    if (!S_ISREG(st.st_mode)) return fmt::format("{} is not a regular file", path);
-    if (st.st_size > kMaxFileBytes) {
-      return fmt::format("{} is larger than {} KiB: not a PEM certificate or key", path,
-                         kMaxFileBytes / 1024);
-    }
-    errno = 0;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      return fmt::format("cannot read {}: {}", path,
-                         errno != 0 ? std::system_category().message(errno) : "cannot open it");
-    }
-    out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    if (in.bad()) return fmt::format("cannot read {}: a read error", path);
-    return std::nullopt;
-  };
-  const auto memory = [](const std::string& text) {
-    return bio_ptr(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
-  };
-
   ERR_clear_error();
   std::shared_ptr<SSL_CTX> ctx(SSL_CTX_new(TLS_server_method()), SSL_CTX_free);
   if (!ctx) return fail(tls_file::cert, "OpenSSL cannot make a TLS context: " + openssl_reason());
@@ -115,81 +184,17 @@ made make_context(const tls_config& config) {
   SSL_CTX_set_session_id_context(ctx.get(), kSessionContext, sizeof kSessionContext - 1);
 
   std::string text;
-  if (auto why = read(config.cert_file, text)) return fail(tls_file::cert, *why);
-  {
-    // The server's certificate first, then the chain up to (not necessarily including) the
-    // root.
-    const bio_ptr in = memory(text);
-    x509_ptr leaf(PEM_read_bio_X509_AUX(in.get(), nullptr, no_passphrase, nullptr));
-    if (!leaf) {
-      return fail(tls_file::cert,
-                  fmt::format("{} holds no PEM certificate (-----BEGIN CERTIFICATE-----): {}",
-                              config.cert_file, openssl_reason()));
-    }
-    if (SSL_CTX_use_certificate(ctx.get(), leaf.get()) != 1) {
-      return fail(tls_file::cert, fmt::format("cannot use the certificate of {}: {}",
-                                              config.cert_file, openssl_reason()));
-    }
-    while (X509* next = PEM_read_bio_X509(in.get(), nullptr, no_passphrase, nullptr)) {
-      if (SSL_CTX_add0_chain_cert(ctx.get(), next) != 1) {  // takes it when it succeeds
-        X509_free(next);
-        return fail(tls_file::cert, fmt::format("cannot use the chain of {}: {}", config.cert_file,
-                                                openssl_reason()));
-      }
-    }
-    ERR_clear_error();  // the end of the file, read as "no start line"
-  }
-
-  if (auto why = read(config.key_file, text)) return fail(tls_file::key, *why);
-  {
-    const bio_ptr in = memory(text);
-    const pkey_ptr key(PEM_read_bio_PrivateKey(in.get(), nullptr, no_passphrase, nullptr));
-    if (!key) {
-      const bool encrypted = text.find("ENCRYPTED") != std::string::npos;
-      ERR_clear_error();
-      return fail(tls_file::key,
-                  encrypted ? fmt::format("{} holds an encrypted private key, and there is no one "
-                                          "to give its passphrase: write it unencrypted "
-                                          "(openssl pkey -in FILE -out FILE) and restrict the "
-                                          "file's permissions instead",
-                                          config.key_file)
-                            : fmt::format("{} holds no PEM private key (-----BEGIN PRIVATE "
-                                          "KEY-----)",
-                                          config.key_file));
-    }
-    if (SSL_CTX_use_PrivateKey(ctx.get(), key.get()) != 1 ||
-        SSL_CTX_check_private_key(ctx.get()) != 1) {
-      ERR_clear_error();
-      return fail(tls_file::key, fmt::format("the private key of {} is not the key of the "
-                                             "certificate of {}",
-                                             config.key_file, config.cert_file));
-    }
-  }
+  std::optional<std::string> why = read_file(config.cert_file, text);
+  if (!why) why = use_certificate_chain(ctx.get(), config.cert_file, text);
+  if (why) return fail(tls_file::cert, *why);
+  why = read_file(config.key_file, text);
+  if (!why) why = use_private_key(ctx.get(), config, text);
   text.assign(text.size(), '\0');  // the key's text, not left in freed memory
-  text.clear();
-
+  if (why) return fail(tls_file::key, *why);
   if (!config.client_ca_file.empty()) {
-    if (auto why = read(config.client_ca_file, text)) return fail(tls_file::client_ca, *why);
-    const bio_ptr in = memory(text);
-    X509_STORE* store = SSL_CTX_get_cert_store(ctx.get());
-    int count = 0;
-    while (X509* ca = PEM_read_bio_X509(in.get(), nullptr, no_passphrase, nullptr)) {
-      const x509_ptr owned(ca);
-      // The store and the list of names sent to clients each take their own reference.
-      if (X509_STORE_add_cert(store, ca) != 1 || SSL_CTX_add_client_CA(ctx.get(), ca) != 1) {
-        return fail(tls_file::client_ca, fmt::format("cannot use a certificate of {}: {}",
-                                                     config.client_ca_file, openssl_reason()));
-      }
-      ++count;
-    }
-    ERR_clear_error();
-    if (count == 0) {
-      return fail(tls_file::client_ca,
-                  fmt::format("{} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
-                              config.client_ca_file));
-    }
-    // As exporter-toolkit's default with a client CA: RequireAndVerifyClientCert.
-    SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+    why = read_file(config.client_ca_file, text);
+    if (!why) why = require_client_certificates(ctx.get(), config.client_ca_file, text);
+    if (why) return fail(tls_file::client_ca, *why);
   }
   return made{std::move(ctx), std::nullopt};
 }
