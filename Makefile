@@ -9,7 +9,7 @@ FUZZ      ?= build-fuzz
 FUZZ_SECONDS ?= 60
 CMAKE_ARGS ?=
 
-.PHONY: all deps build build-asan build-tsan test test-all test-unit demo package bench fuzz format clean
+.PHONY: all deps build build-asan build-tsan test test-all test-unit demo package bench bench-peers fuzz format clean
 
 all: build
 
@@ -89,6 +89,11 @@ package: deps
 
 bench: build
 	bash bench/run.sh $(BUILD)
+
+# The library beside its peers (fastfilter_cpp, Apache DataSketches), built from their public
+# sources in a build directory of its own; needs git and network access the first time.
+bench-peers: deps
+	bash bench/peers.sh build-peers
 
 # Each fuzz target of tests/fuzz/ for FUZZ_SECONDS under libFuzzer, with AddressSanitizer
 # and UndefinedBehaviorSanitizer (clang; installs Debian's clang if missing). Not part of

@@ -33,15 +33,7 @@ void fastfilter_single(benchmark::State& state) {
   });
 }
 
-}  // namespace
+const bool registered_0 =
+    peers::register_dedup("Dedup/fastfilter_SimdBlockFilterFixed", fastfilter_single);
 
-BENCHMARK(fastfilter_single)
-    ->Name("Dedup/fastfilter_SimdBlockFilterFixed")
-    ->Arg(peers::kInCacheKeys)
-    ->Iterations(peers::dedup_passes(peers::kInCacheKeys) * peers::kInCacheKeys)
-    ->Unit(benchmark::kNanosecond);
-BENCHMARK(fastfilter_single)
-    ->Name("Dedup/fastfilter_SimdBlockFilterFixed")
-    ->Arg(peers::kOutOfCacheKeys)
-    ->Iterations(peers::dedup_passes(peers::kOutOfCacheKeys) * peers::kOutOfCacheKeys)
-    ->Unit(benchmark::kNanosecond);
+}  // namespace

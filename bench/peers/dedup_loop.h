@@ -58,4 +58,15 @@ void run_dedup(benchmark::State& state, Make make) {
       fresh == 0 ? 0.0 : static_cast<double>(present - repeats) / static_cast<double>(fresh);
 }
 
+// Registers `run` as benchmark `name` at both size classes.
+inline bool register_dedup(const char* name, void (*run)(benchmark::State&)) {
+  for (const std::uint64_t keys : {kInCacheKeys, kOutOfCacheKeys}) {
+    benchmark::RegisterBenchmark(name, run)
+        ->Arg(static_cast<std::int64_t>(keys))
+        ->Iterations(dedup_passes(keys) * static_cast<std::int64_t>(keys))
+        ->Unit(benchmark::kNanosecond);
+  }
+  return true;
+}
+
 }  // namespace peers

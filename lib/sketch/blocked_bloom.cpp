@@ -268,15 +268,15 @@ bool blocked_bloom_filter::contains(hash128 h) const noexcept {
 }
 
 double blocked_bloom_filter::fill_ratio() const noexcept {
-  return static_cast<double>(bits_set_) / static_cast<double>(bits());
+  return static_cast<double>(bits_set()) / static_cast<double>(bits());
 }
 
 double blocked_bloom_filter::estimated_items() const noexcept {
-  return estimated_items(bits(), bits_set_);
+  return estimated_items(bits(), bits_set());
 }
 
 double blocked_bloom_filter::estimated_fpr() const noexcept {
-  return estimated_fpr(bits(), bits_set_);
+  return estimated_fpr(bits(), bits_set());
 }
 
 double blocked_bloom_filter::estimated_items(std::uint64_t bits, std::uint64_t bits_set) noexcept {
@@ -294,6 +294,7 @@ double blocked_bloom_filter::estimated_fpr(std::uint64_t bits, std::uint64_t bit
 void blocked_bloom_filter::clear() noexcept {
   std::fill(words_.begin(), words_.end(), 0U);
   bits_set_ = 0;
+  count_stale_ = false;
 }
 
 bool blocked_bloom_filter::compatible(const blocked_bloom_filter& other) const noexcept {
@@ -343,10 +344,15 @@ blocked_bloom_filter blocked_bloom_filter::halved() const {
   return half;
 }
 
-void blocked_bloom_filter::recount() noexcept {
+std::uint64_t blocked_bloom_filter::count_bits() const noexcept {
   std::uint64_t set = 0;
   for (const std::uint32_t w : words_) set += static_cast<std::uint64_t>(std::popcount(w));
-  bits_set_ = set;
+  return set;
+}
+
+void blocked_bloom_filter::recount() noexcept {
+  bits_set_ = count_bits();
+  count_stale_ = false;
 }
 
 // Payload (after the common header, whose seed field holds seed()):
@@ -363,7 +369,7 @@ void blocked_bloom_filter::serialize_to(std::string& to) const {
   detail::record_writer out(structure_type::blocked_bloom_filter, seed_, to);
   out.u64(bits());
   out.u32(kHashes);
-  out.u64(bits_set_);
+  out.u64(bits_set());
   out.bytes(words_.data(), words_.size() * sizeof(std::uint32_t));
   std::move(out).finish_appended();
 }
@@ -391,7 +397,7 @@ blocked_bloom_filter blocked_bloom_filter::deserialize(std::string_view record, 
 }
 
 bool operator==(const blocked_bloom_filter& a, const blocked_bloom_filter& b) noexcept {
-  return a.compatible(b) && a.bits_set_ == b.bits_set_ && a.words_ == b.words_;
+  return a.compatible(b) && a.words_ == b.words_;
 }
 
 namespace detail {

@@ -56,6 +56,19 @@ inline constexpr std::uint32_t kBlockedBloomSalt[8] = {0x47b6137bU, 0x44974d91U,
   return added;
 }
 
+// The same bits as blocked_bloom_test_and_insert_scalar; returns whether all 8 were set before
+// (the item was present) without counting the new ones.
+[[nodiscard]] inline bool blocked_bloom_test_and_set_scalar(std::uint32_t* block,
+                                                            std::uint32_t key) noexcept {
+  std::uint32_t missing = 0;
+  for (int i = 0; i < 8; ++i) {
+    const std::uint32_t bit = std::uint32_t{1} << ((key * kBlockedBloomSalt[i]) >> 27);
+    missing |= bit & ~block[i];
+    block[i] |= bit;
+  }
+  return missing == 0;
+}
+
 // True when all 8 bits of `key` are set in the block. Stops at the first clear bit: most
 // queries of absent items end after one or two words.
 [[nodiscard]] inline bool blocked_bloom_contains_scalar(const std::uint32_t* block,
@@ -117,6 +130,17 @@ inline constexpr std::uint32_t kBlockedBloomSalt[8] = {0x47b6137bU, 0x44974d91U,
 blocked_bloom_test_and_insert_avx2(std::uint32_t* block, std::uint32_t key) noexcept {
   return blocked_bloom_set_avx2(block, blocked_bloom_mask_avx2(key));
 }
+
+// Sets the key's bits and returns whether all were set before (the item was present),
+// without counting the new ones: one load, one test, one store.
+[[nodiscard]] __attribute__((target("avx2"))) inline bool blocked_bloom_test_and_set_avx2(
+    std::uint32_t* block, std::uint32_t key) noexcept {
+  const __m256i mask = blocked_bloom_mask_avx2(key);
+  auto* p = reinterpret_cast<__m256i*>(block);
+  const __m256i old = _mm256_load_si256(p);
+  _mm256_store_si256(p, _mm256_or_si256(old, mask));
+  return _mm256_testc_si256(old, mask) != 0;
+}
 #endif
 
 // Memory for bit arrays, 64-byte aligned (a 32-byte block never straddles two cache lines,
@@ -170,8 +194,9 @@ enum class simd_path : std::uint8_t {
 // is higher than the classic (1 - (1 - 1/m)^{kn})^k at the same m.
 //
 // Word w = 8b + i of words() is word i of block b; bit j of a word is (word >> j) & 1. The
-// array is 64-byte aligned. The count of set bits is kept up to date by every update, so
-// the fill ratio and the estimates derived from it cost nothing to read.
+// array is 64-byte aligned. The count of set bits, from which the fill ratio and the
+// estimates derived from it follow, is kept by every update but the single test_and_insert()
+// (see bits_set()).
 //
 // Thread safety: not thread-safe for writers; one owner. Concurrent const calls are safe
 // when no call modifies the filter.
@@ -234,13 +259,13 @@ class blocked_bloom_filter {
     std::uint32_t* block = block_of(h);
     const auto key = static_cast<std::uint32_t>(h.low);
 #if SKETCH_BLOCKED_BLOOM_AVX2
-    const std::uint32_t added = avx2_ ? detail::blocked_bloom_test_and_insert_avx2(block, key)
-                                      : detail::blocked_bloom_test_and_insert_scalar(block, key);
+    const bool present = avx2_ ? detail::blocked_bloom_test_and_set_avx2(block, key)
+                               : detail::blocked_bloom_test_and_set_scalar(block, key);
 #else
-    const std::uint32_t added = detail::blocked_bloom_test_and_insert_scalar(block, key);
+    const bool present = detail::blocked_bloom_test_and_set_scalar(block, key);
 #endif
-    bits_set_ += added;
-    return added == 0;
+    count_stale_ = true;
+    return present;
   }
   [[nodiscard]] bool test_and_insert(std::string_view item) noexcept {
     return test_and_insert(hash_item(item, seed_));
@@ -263,8 +288,18 @@ class blocked_bloom_filter {
   // A hint only: no effect on the filter, no allocation; call it some items ahead.
   void prefetch(const hash128& h) const noexcept { __builtin_prefetch(block_of(h), 1, 3); }
 
-  // Number of set bits, exact; maintained by every update (popcount of the new bits).
-  [[nodiscard]] std::uint64_t bits_set() const noexcept { return bits_set_; }
+  // Number of set bits, exact. insert() and the batch call keep the count up to date as they
+  // go; a single test_and_insert() does not (it would cost its popcount of the new bits on
+  // every call), so after one the count is taken from the array when read, in O(m / 64),
+  // until an operation that counts (clear(), union_with(), intersect_with()) or
+  // recount_bits() stores it again. fill_ratio(), estimated_items(), estimated_fpr(),
+  // serialize() and == read it so.
+  [[nodiscard]] std::uint64_t bits_set() const noexcept {
+    return count_stale_ ? count_bits() : bits_set_;
+  }
+  // Counts the set bits once and stores the count, so that bits_set() is O(1) again until the
+  // next single test_and_insert(). O(m / 64).
+  void recount_bits() noexcept { recount(); }
   // Fraction of set bits, bits_set / m.
   [[nodiscard]] double fill_ratio() const noexcept;
 
@@ -352,6 +387,7 @@ class blocked_bloom_filter {
 
   void require_compatible(const blocked_bloom_filter& other, const char* operation) const;
   void recount() noexcept;
+  [[nodiscard]] std::uint64_t count_bits() const noexcept;
   [[nodiscard]] std::uint32_t* block_of(hash128 h) noexcept {
     return words_.data() + reduce(h.high, blocks_) * kWordsPerBlock;
   }
@@ -362,7 +398,8 @@ class blocked_bloom_filter {
   std::vector<std::uint32_t, detail::bit_array_allocator<std::uint32_t>> words_;
   std::uint64_t blocks_;
   std::uint64_t seed_;
-  std::uint64_t bits_set_ = 0;
+  std::uint64_t bits_set_ = 0;  // the count of set bits, when !count_stale_
+  bool count_stale_ = false;    // a single test_and_insert() ran since the last count
   bool avx2_;
 };
 

@@ -11,6 +11,11 @@
 #include <cstdint>
 #include <string_view>
 
+#ifndef XXH_INLINE_ALL
+#define XXH_INLINE_ALL
+#endif
+#include <xxhash.h>
+
 namespace sketch {
 
 // The default seed of every structure; any 64-bit value may be used instead. Structures
@@ -23,8 +28,15 @@ struct hash128 {
   friend bool operator==(const hash128&, const hash128&) = default;
 };
 
-// XXH3 128-bit of `size` bytes at `data` with `seed`. Thread-safe, no allocation.
-[[nodiscard]] hash128 hash_bytes(const void* data, std::size_t size, std::uint64_t seed) noexcept;
+// XXH3 128-bit of `size` bytes at `data` with `seed`. Thread-safe, no allocation. Inlined
+// from libxxhash's header (XXH_INLINE_ALL, the algorithm is libxxhash's own): a call into
+// the shared library cost about as much as hashing a short item, and inlined, a known size
+// (an 8-byte id) compiles to its one branch of XXH3.
+[[nodiscard]] inline hash128 hash_bytes(const void* data, std::size_t size,
+                                        std::uint64_t seed) noexcept {
+  const XXH128_hash_t h = XXH3_128bits_withSeed(data, size, seed);
+  return hash128{h.low64, h.high64};
+}
 
 // The hash of an item: hash_bytes of its bytes, which every structure's string_view
 // overloads take, so that hashing once and passing the hash128 gives the same indices.

@@ -359,6 +359,32 @@ TEST(BlockedBloom, FillMatchesAPopcountRescan) {
   }
 }
 
+// A single test_and_insert leaves the count to be taken when read; inserts, batches, a
+// recount and serialization around it keep it exact.
+TEST(BlockedBloom, TheCountStaysExactAcrossSingleCallsBatchesAndRecounts) {
+  for (const simd_path path : {simd_path::automatic, simd_path::scalar}) {
+    blocked_bloom_filter f(1 << 14, kSeed, path);
+    std::vector<hash128> batch;
+    for (std::uint64_t i = 0; i < 400; ++i) batch.push_back(key(5000 + i));
+    std::vector<std::uint8_t> answers(batch.size());
+    std::span<bool> present(reinterpret_cast<bool*>(answers.data()), answers.size());
+    for (std::uint64_t round = 0; round < 4; ++round) {
+      for (std::uint64_t i = 0; i < 300; ++i) (void)f.test_and_insert(key(round * 300 + i));
+      ASSERT_EQ(f.bits_set(), popcount_rescan(f)) << round;
+      f.test_and_insert(std::span<const hash128>(batch).subspan(round * 100, 100),
+                        present.subspan(0, 100));
+      ASSERT_EQ(f.bits_set(), popcount_rescan(f)) << round;
+      f.insert(key(9000 + round));
+      ASSERT_EQ(f.bits_set(), popcount_rescan(f)) << round;
+      if (round % 2 == 1) f.recount_bits();
+      ASSERT_EQ(f.bits_set(), popcount_rescan(f)) << round;
+      const blocked_bloom_filter copy = blocked_bloom_filter::deserialize(f.serialize());
+      ASSERT_EQ(copy, f) << round;
+      ASSERT_EQ(copy.bits_set(), f.bits_set()) << round;
+    }
+  }
+}
+
 // n̂ = −(m/8) ln(1 − fill) against the true n. Its standard deviation, from the variance of
 // the zero-bit fraction z (per block of 256 bits with Poisson(λ) load, bits of one word are
 // independent — Poisson splitting — and bits of different words covary through the load):
