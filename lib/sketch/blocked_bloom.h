@@ -290,7 +290,7 @@ class blocked_bloom_filter {
 
   // Number of set bits, exact. insert() and the batch call keep the count up to date as they
   // go; a single test_and_insert() does not (it would cost its popcount of the new bits on
-  // every call), so after one the count is taken from the array when read, in O(m / 64),
+  // every call), so after one the count is taken from the array when read, in one pass (O(m)),
   // until an operation that counts (clear(), union_with(), intersect_with()) or
   // recount_bits() stores it again. fill_ratio(), estimated_items(), estimated_fpr(),
   // serialize() and == read it so.
@@ -298,7 +298,7 @@ class blocked_bloom_filter {
     return count_stale_ ? count_bits() : bits_set_;
   }
   // Counts the set bits once and stores the count, so that bits_set() is O(1) again until the
-  // next single test_and_insert(). O(m / 64).
+  // next single test_and_insert(). One pass over the array.
   void recount_bits() noexcept { recount(); }
   // Fraction of set bits, bits_set / m.
   [[nodiscard]] double fill_ratio() const noexcept;
