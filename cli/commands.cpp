@@ -7,6 +7,7 @@
 #include <iostream>
 #include <new>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 
@@ -16,6 +17,7 @@
 #include "sketch/bloom.h"
 #include "sketch/bloom_math.h"
 #include "sketch/count_min.h"
+#include "sketch/golomb.h"
 #include "sketch/memory.h"
 #include "sketch/text.h"
 #include "sketch/top_k.h"
@@ -235,6 +237,51 @@ int run_topk(const topk_options& o) {
   bar.done();
   tracker.refresh([&](const hash128& h) { return cms->estimate(h); }, cms->total());
   for (const auto& e : tracker.top()) write_out(fmt::format("{}\t{}\n", e.estimate, e.item));
+  return 0;
+}
+
+int run_compressed(const compressed_options& o) {
+  const double b = o.bits_per_item;
+  if (!(b > 0 && b <= 1e6)) {
+    throw usage_error(fmt::format("--bits-per-item: must be in (0, 1000000], got {}", b));
+  }
+  if (o.hashes < 1 || o.hashes > bloom_filter::kMaxHashes) {
+    throw usage_error(
+        fmt::format("--hashes: must be in 1..{}, got {}", bloom_filter::kMaxHashes, o.hashes));
+  }
+  const double k = o.hashes;
+  std::string out =
+      fmt::format("fpr: {}\nentropy_bits_per_item: {:.4f}\n", decimal(bloom_math::fpr(b, 1, k)),
+                  bloom_math::entropy_bits_per_item(b, k));
+  if (o.items) {
+    const std::uint64_t n = parse_count("--items", *o.items);
+    if (n == 0) throw usage_error("--items: must be at least 1");
+    const double bits = std::ceil(b * static_cast<double>(n));
+    if (bits > static_cast<double>(bloom_filter::kMaxBits)) {
+      throw usage_error(fmt::format("--items, --bits-per-item: {} bits, more than 2^40", bits));
+    }
+    // N random items (fixed seed, so that every run prints the same figures), coded with the
+    // parameter of the filter's own share of zero bits; then kQueries other items queried.
+    constexpr std::uint64_t kSeed = 20021001;
+    constexpr std::uint64_t kQueries = 1'000'000;
+    const auto m = static_cast<std::uint64_t>(bits);
+    check_fits("--items, --bits-per-item", bits / 8 * 2);  // the array and its code
+    std::optional<bloom_filter> filter;
+    sized_by("--items, --bits-per-item", [&] { filter.emplace(m, o.hashes, kSeed); });
+    std::mt19937_64 rng(kSeed);
+    for (std::uint64_t i = 0; i < n; ++i) filter->insert(hash128{rng(), rng()});
+    const double zero = 1 - static_cast<double>(filter->bits_set()) / static_cast<double>(m);
+    std::string code;
+    golomb_encode(filter->words(), m, golomb_parameter(zero), code);
+    std::uint64_t false_positives = 0;
+    for (std::uint64_t i = 0; i < kQueries; ++i) {
+      false_positives += filter->contains(hash128{rng(), rng()}) ? 1 : 0;
+    }
+    out += fmt::format("compressed_bits_per_item: {:.4f}\nmeasured_fpr: {}\n",
+                       static_cast<double>(code.size()) * 8 / static_cast<double>(n),
+                       decimal(static_cast<double>(false_positives) / kQueries));
+  }
+  write_out(out);
   return 0;
 }
 

@@ -52,4 +52,16 @@ struct topk_options {
 // `sketch topk`: prints the K most frequent lines as ESTIMATE<TAB>ITEM, highest first.
 [[nodiscard]] int run_topk(const topk_options& o);
 
+struct compressed_options {
+  double bits_per_item = 0;
+  std::uint32_t hashes = 0;
+  std::optional<std::string> items;
+};
+
+// `sketch compressed`: a compressed Bloom filter of --bits-per-item array bits per item and
+// --hashes hash functions (Mitzenmacher 2002, seed 002): prints fpr and
+// entropy_bits_per_item from the formulas; with --items N also compressed_bits_per_item and
+// measured_fpr of a filter of N random items, Golomb-coded by the library.
+[[nodiscard]] int run_compressed(const compressed_options& o);
+
 }  // namespace sketch::cli

@@ -1,5 +1,5 @@
 // `sketch`: the sketch library on files and pipes. The interface is the contract of
-// DESIGN.md ("sketch command"): size, fpr, dedup, topk. Bad arguments: one line naming
+// DESIGN.md ("sketch command"): size, fpr, dedup, topk, compressed. Bad arguments: one line naming
 // the argument on stderr, exit status 2.
 #include <fmt/format.h>
 
@@ -22,10 +22,12 @@ struct command_line {
   fpr_options fpr;
   dedup_options dedup;
   topk_options topk;
+  compressed_options compressed;
   CLI::App* size_cmd = nullptr;
   CLI::App* fpr_cmd = nullptr;
   CLI::App* dedup_cmd = nullptr;
   CLI::App* topk_cmd = nullptr;
+  CLI::App* compressed_cmd = nullptr;
 };
 
 CLI::App* add_size(CLI::App& app, size_options& size) {
@@ -93,6 +95,21 @@ CLI::App* add_topk(CLI::App& app, topk_options& topk) {
   return topk_cmd;
 }
 
+CLI::App* add_compressed(CLI::App& app, compressed_options& compressed) {
+  auto* cmd = app.add_subcommand(
+      "compressed",
+      "A compressed Bloom filter (Mitzenmacher 2002): its false-positive rate and the bits per "
+      "item an ideal coder transmits; with --items, a real filter coded by the library");
+  cmd->add_option("--bits-per-item", compressed.bits_per_item,
+                  "Bits of the array per item, b = m/n (larger than the optimum's, to compress)")
+      ->required();
+  cmd->add_option("--hashes", compressed.hashes, "Hash functions, k")->required();
+  cmd->add_option("--items", compressed.items,
+                  "Build a filter of N random items (fixed seed), Golomb-code it and query 1M "
+                  "other items: prints compressed_bits_per_item and measured_fpr too");
+  return cmd;
+}
+
 // A first word that is no command would otherwise be reported as a missing command, and an
 // option before the command as a missing command, or as a missing option.
 void check_first_argument(const CLI::App& app, int argc, char** argv) {
@@ -100,8 +117,8 @@ void check_first_argument(const CLI::App& app, int argc, char** argv) {
   if (argc > 1 && argv[1][0] != '-' &&
       std::none_of(commands.begin(), commands.end(),
                    [&](const CLI::App* c) { return c->check_name(argv[1]); })) {
-    throw usage_error(
-        fmt::format("{}: not a command (size, fpr, dedup or topk; see sketch --help)", argv[1]));
+    throw usage_error(fmt::format(
+        "{}: not a command (size, fpr, dedup, topk or compressed; see sketch --help)", argv[1]));
   }
   if (argc > 1 && argv[1][0] == '-' && argv[1][1] != '\0') {
     const std::string_view first = argv[1];
@@ -130,6 +147,7 @@ int run_main(int argc, char** argv) {
   c.fpr_cmd = add_fpr(app, c.fpr);
   c.dedup_cmd = add_dedup(app, c.dedup);
   c.topk_cmd = add_topk(app, c.topk);
+  c.compressed_cmd = add_compressed(app, c.compressed);
 
   int status = 2;
   try {
@@ -139,6 +157,7 @@ int run_main(int argc, char** argv) {
     if (*c.fpr_cmd) status = run_fpr(c.fpr);
     if (*c.dedup_cmd) status = run_dedup(c.dedup);
     if (*c.topk_cmd) status = run_topk(c.topk);
+    if (*c.compressed_cmd) status = run_compressed(c.compressed);
   } catch (const CLI::CallForHelp& e) {
     status = app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

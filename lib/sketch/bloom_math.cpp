@@ -41,6 +41,15 @@ std::uint32_t optimal_hashes(double bits_per_item) noexcept {
 
 double fpr(double m, double n, double k) noexcept { return std::pow(-std::expm1(-k * n / m), k); }
 
+double binary_entropy(double p) noexcept {
+  if (p <= 0 || p >= 1) return 0.0;
+  return -p * std::log2(p) - (1 - p) * std::log2(1 - p);
+}
+
+double entropy_bits_per_item(double bits_per_item, double k) noexcept {
+  return bits_per_item * binary_entropy(std::exp(-k / bits_per_item));
+}
+
 double fpr_exact(double m, double n, double k) noexcept {
   if (n <= 0) return 0.0;
   // (1 - 1/m)^{kn} = exp(kn · log1p(-1/m)); 1 - that = -expm1(...).

@@ -3,6 +3,7 @@
 # (Debian's wamerican, installed by scripts/install-deps.sh; generated words when absent).
 #
 #   size, fpr     the README's figures and the lectures' examples (seeds 000, 003, 004);
+#   compressed    seed 002's table of compressed filters;
 #   dedup         against awk '!seen[$0]++' on the same input: every line it prints is a
 #                 first occurrence, printed once and in order (no false negatives), and the
 #                 first occurrences it drops (false positives) are at most a bound derived
@@ -282,6 +283,35 @@ else
   fail "topk: fewer distinct items than k"
 fi
 
+# ---- compressed (seed 002's table, Mitzenmacher 2002) -------------------------------------
+# For each column: the formula's FPR within 1% of the table, the entropy within 0.02; a filter
+# of 200,000 items coded within 2% of its entropy (below 16 bits per item for the sparse
+# columns); its FPR measured over 1M queries within 30% of the formula (about 300 false
+# positives expected: 30% is 5 standard deviations).
+for column in "16 11 0.000459 16" "28 4 0.000314 15.84" "48 3 0.000222 15.82"; do
+  read -r b k table_fpr table_bits <<<"$column"
+  if got=$("$sketch" compressed --bits-per-item "$b" --hashes "$k" --items 200k) &&
+    python3 - "$got" "$b" "$table_fpr" "$table_bits" <<'EOF'; then
+import sys
+got, b, table_fpr, table_bits = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+f = dict(line.split(": ") for line in got.splitlines())
+fpr, entropy = float(f["fpr"]), float(f["entropy_bits_per_item"])
+coded, measured = float(f["compressed_bits_per_item"]), float(f["measured_fpr"])
+assert list(f) == ["fpr", "entropy_bits_per_item", "compressed_bits_per_item", "measured_fpr"], list(f)
+assert abs(fpr - table_fpr) <= 0.01 * table_fpr, fpr
+assert abs(entropy - table_bits) <= 0.02, entropy
+assert entropy <= coded <= 1.02 * entropy, coded
+assert b == 16 or coded < 16, coded
+assert abs(measured - fpr) <= 0.3 * fpr, measured
+EOF
+    ok "compressed, b = $b, k = $k: $(tr '\n' ' ' <<<"$got")"
+  else
+    fail "compressed, b = $b, k = $k: $got"
+  fi
+done
+expect_lines "compressed, formulas only" $'fpr: 0.000222401\nentropy_bits_per_item: 15.8290' \
+  -- compressed --bits-per-item 48 --hashes 3
+
 # ---- bad arguments -----------------------------------------------------------------------
 # expect_usage_error NAMED ARGS…: exit status 2 and one line on stderr that names NAMED.
 expect_usage_error() {
@@ -296,6 +326,10 @@ expect_usage_error() {
   fi
 }
 expect_usage_error "bogus" bogus
+expect_usage_error "--bits-per-item" compressed --hashes 3
+expect_usage_error "--bits-per-item" compressed --bits-per-item -1 --hashes 3
+expect_usage_error "--hashes" compressed --bits-per-item 28 --hashes 0
+expect_usage_error "--items" compressed --bits-per-item 28 --hashes 4 --items 0
 expect_usage_error "--items" size --fpr 0.01
 expect_usage_error "--items" size --items ten --fpr 0.01
 expect_usage_error "--fpr" size --items 10 --fpr 1.5

@@ -238,5 +238,25 @@ TEST(BloomMath, SuggestClassicRejectsBadArguments) {
               testing::ThrowsMessage<std::invalid_argument>(HasSubstr("2^63")));
 }
 
+// Lecture 002's table of compressed filters (Mitzenmacher 2002): array bits per item b,
+// hashes k, transmitted bits per item b·H(e^{−k/b}) and FPR (1 − e^{−k/b})^k. The FPRs within
+// 1% relative (the table rounds to three significant digits), the transmitted bits within
+// 0.02 (the table rounds to two decimals).
+TEST(BloomMath, CompressedFiltersReproduceTheLecturesTable) {
+  struct row {
+    double bits_per_item, hashes, transmitted, fpr;
+  };
+  for (const row r :
+       {row{16, 11, 16, 0.000459}, row{28, 4, 15.84, 0.000314}, row{48, 3, 15.82, 0.000222}}) {
+    EXPECT_NEAR(bloom_math::fpr(r.bits_per_item, 1, r.hashes), r.fpr, r.fpr * 0.01)
+        << r.bits_per_item;
+    EXPECT_NEAR(bloom_math::entropy_bits_per_item(r.bits_per_item, r.hashes), r.transmitted, 0.02)
+        << r.bits_per_item;
+  }
+  EXPECT_DOUBLE_EQ(bloom_math::binary_entropy(0.5), 1.0);
+  EXPECT_EQ(bloom_math::binary_entropy(0.0), 0.0);
+  EXPECT_EQ(bloom_math::binary_entropy(1.0), 0.0);
+}
+
 }  // namespace
 }  // namespace sketch

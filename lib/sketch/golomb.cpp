@@ -1,0 +1,210 @@
+#include "sketch/golomb.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+
+namespace sketch {
+namespace {
+
+// The largest parameter chosen: a run is shorter than the largest array (2^40 bits), and
+// the remainder's field (at most 40 bits) fits the writer's 56-bit puts.
+constexpr std::uint64_t kMaxParameter = std::uint64_t{1} << 40;
+
+// Appends bits least significant first; at most 56 bits per put().
+class bit_writer {
+ public:
+  explicit bit_writer(std::string& out) : out_(out) {}
+
+  void put(std::uint64_t value, unsigned count) {
+    buffer_ |= value << fill_;
+    fill_ += count;
+    while (fill_ >= 8) {
+      out_.push_back(static_cast<char>(buffer_ & 0xff));
+      buffer_ >>= 8;
+      fill_ -= 8;
+    }
+  }
+  void ones(std::uint64_t count) {
+    constexpr unsigned kChunk = 56;
+    for (; count >= kChunk; count -= kChunk) put((std::uint64_t{1} << kChunk) - 1, kChunk);
+    put((std::uint64_t{1} << count) - 1, static_cast<unsigned>(count));
+  }
+  // Pads the last byte with zero bits.
+  void finish() {
+    if (fill_ > 0) out_.push_back(static_cast<char>(buffer_ & 0xff));
+    buffer_ = 0;
+    fill_ = 0;
+  }
+
+ private:
+  std::string& out_;
+  std::uint64_t buffer_ = 0;
+  unsigned fill_ = 0;  // bits in buffer_, < 8 between puts
+};
+
+// Reads what bit_writer wrote.
+class bit_reader {
+ public:
+  explicit bit_reader(std::string_view in)
+      : next_(reinterpret_cast<const unsigned char*>(in.data())), end_(next_ + in.size()) {}
+
+  // The next `count` (≤ 56) bits; false when the input ends first.
+  bool get(unsigned count, std::uint64_t& value) {
+    refill();
+    if (fill_ < count) return false;
+    value = buffer_ & ((std::uint64_t{1} << count) - 1);
+    buffer_ >>= count;
+    fill_ -= count;
+    return true;
+  }
+  // The number of 1 bits before the next 0 bit, which it consumes; false when the input
+  // ends first or the count exceeds `limit`.
+  bool unary(std::uint64_t limit, std::uint64_t& count) {
+    count = 0;
+    for (;;) {
+      refill();
+      if (fill_ == 0) return false;
+      const auto run = static_cast<unsigned>(std::countr_one(buffer_));  // ≤ fill_: zeros above
+      if (run < fill_) {
+        count += run;
+        buffer_ = run + 1 == 64 ? 0 : buffer_ >> (run + 1);
+        fill_ -= run + 1;
+        return count <= limit;
+      }
+      count += fill_;
+      buffer_ = 0;
+      fill_ = 0;
+      if (count > limit) return false;
+    }
+  }
+  // True when what is left is the zero padding of the last byte only.
+  [[nodiscard]] bool at_padding() const { return next_ == end_ && fill_ < 8 && buffer_ == 0; }
+
+ private:
+  void refill() {
+    while (fill_ <= 56 && next_ != end_) {
+      buffer_ |= static_cast<std::uint64_t>(*next_++) << fill_;
+      fill_ += 8;
+    }
+  }
+
+  const unsigned char* next_;
+  const unsigned char* end_;
+  std::uint64_t buffer_ = 0;
+  unsigned fill_ = 0;
+};
+
+// The remainder's field: r mod M in truncated binary, `width` = ⌈log2 M⌉ bits, the first
+// `cut` = 2^width − M values in width − 1 bits.
+struct remainder_field {
+  explicit remainder_field(std::uint64_t parameter)
+      : width(static_cast<unsigned>(std::bit_width(parameter - 1))),
+        cut((std::uint64_t{1} << width) - parameter) {}
+  unsigned width;
+  std::uint64_t cut;
+};
+
+template <class Word>
+std::uint64_t encode(std::span<const Word> words, std::uint64_t bits, std::uint64_t parameter,
+                     std::string& out) {
+  constexpr std::uint64_t kWordBits = sizeof(Word) * 8;
+  const remainder_field field(parameter);
+  bit_writer writer(out);
+  std::uint64_t next = 0;  // the position after the previous set bit
+  std::uint64_t set = 0;
+  const std::size_t used = static_cast<std::size_t>((bits + kWordBits - 1) / kWordBits);
+  for (std::size_t i = 0; i < used; ++i) {
+    for (Word word = words[i]; word != 0; word &= static_cast<Word>(word - 1)) {
+      const std::uint64_t position = i * kWordBits + static_cast<unsigned>(std::countr_zero(word));
+      const std::uint64_t run = position - next;
+      const std::uint64_t quotient = run / parameter;
+      const std::uint64_t remainder = run - quotient * parameter;
+      writer.ones(quotient);
+      writer.put(0, 1);
+      if (remainder < field.cut) {
+        writer.put(remainder, field.width - 1);
+      } else if (field.width > 0) {
+        const std::uint64_t y = remainder + field.cut;  // width bits, high part first
+        writer.put(y >> 1, field.width - 1);
+        writer.put(y & 1, 1);
+      }
+      next = position + 1;
+      ++set;
+    }
+  }
+  writer.finish();
+  return set;
+}
+
+template <class Word>
+bool decode(std::string_view code, std::uint64_t parameter, std::uint64_t set_bits,
+            std::uint64_t bits, std::span<Word> words) {
+  constexpr std::uint64_t kWordBits = sizeof(Word) * 8;
+  std::fill(words.begin(), words.end(), Word{0});
+  if (parameter == 0 || set_bits > bits || words.size() * kWordBits < bits) return false;
+  const remainder_field field(parameter);
+  bit_reader reader(code);
+  std::uint64_t next = 0;
+  for (std::uint64_t i = 0; i < set_bits; ++i) {
+    // The run ends at a bit below `bits`: run ≤ bits − 1 − next.
+    const std::uint64_t room = bits - 1 - next;
+    std::uint64_t quotient = 0;
+    if (next >= bits || !reader.unary(room / parameter, quotient)) return false;
+    std::uint64_t remainder = 0;
+    if (field.width > 0) {
+      if (!reader.get(field.width - 1, remainder)) return false;
+      if (remainder >= field.cut) {
+        std::uint64_t low = 0;
+        if (!reader.get(1, low)) return false;
+        remainder = ((remainder << 1) | low) - field.cut;
+      }
+    }
+    const std::uint64_t run = quotient * parameter + remainder;
+    if (run > room) return false;
+    const std::uint64_t position = next + run;
+    words[static_cast<std::size_t>(position / kWordBits)] |=
+        static_cast<Word>(static_cast<Word>(1) << (position % kWordBits));
+    next = position + 1;
+  }
+  return reader.at_padding();
+}
+
+}  // namespace
+
+std::uint64_t golomb_parameter(double zero_fraction) noexcept {
+  const double p = zero_fraction;
+  if (!(p > 0.5)) return 1;  // p^1 + p^2 ≤ 1 for p ≤ 0.618…; p ≤ 1/2 as well
+  if (!(p < 1)) return 1;
+  // The least M with p^M (1 + p) ≤ 1: M ≥ −log(1 + p) / log(p), then checked around it
+  // against rounding.
+  const double estimate = std::ceil(-std::log1p(p) / std::log(p));
+  auto m =
+      static_cast<std::uint64_t>(std::clamp(estimate, 1.0, static_cast<double>(kMaxParameter)));
+  const auto fits = [p](std::uint64_t c) {
+    return std::pow(p, static_cast<double>(c)) * (1 + p) <= 1;
+  };
+  while (m > 1 && fits(m - 1)) --m;
+  while (m < kMaxParameter && !fits(m)) ++m;
+  return m;
+}
+
+std::uint64_t golomb_encode(std::span<const std::uint64_t> words, std::uint64_t bits,
+                            std::uint64_t parameter, std::string& out) {
+  return encode(words, bits, parameter, out);
+}
+std::uint64_t golomb_encode(std::span<const std::uint32_t> words, std::uint64_t bits,
+                            std::uint64_t parameter, std::string& out) {
+  return encode(words, bits, parameter, out);
+}
+bool golomb_decode(std::string_view code, std::uint64_t parameter, std::uint64_t set_bits,
+                   std::uint64_t bits, std::span<std::uint64_t> words) {
+  return decode(code, parameter, set_bits, bits, words);
+}
+bool golomb_decode(std::string_view code, std::uint64_t parameter, std::uint64_t set_bits,
+                   std::uint64_t bits, std::span<std::uint32_t> words) {
+  return decode(code, parameter, set_bits, bits, words);
+}
+
+}  // namespace sketch
