@@ -12,7 +12,7 @@ namespace {
 // the remainder's field (at most 40 bits) fits the writer's 56-bit puts.
 constexpr std::uint64_t kMaxParameter = std::uint64_t{1} << 40;
 
-// Appends bits least significant first; at most 56 bits per put().
+// Appends bits least significant first, 8 bytes at a time; at most 56 bits per put().
 class bit_writer {
  public:
   explicit bit_writer(std::string& out) : out_(out) {}
@@ -20,10 +20,11 @@ class bit_writer {
   void put(std::uint64_t value, unsigned count) {
     buffer_ |= value << fill_;
     fill_ += count;
-    while (fill_ >= 8) {
-      out_.push_back(static_cast<char>(buffer_ & 0xff));
-      buffer_ >>= 8;
-      fill_ -= 8;
+    if (fill_ >= 64) {
+      append(buffer_);
+      fill_ -= 64;
+      // The bits of `value` that did not fit (count − fill_ of them went in).
+      buffer_ = fill_ == 0 ? 0 : value >> (count - fill_);
     }
   }
   void ones(std::uint64_t count) {
@@ -31,17 +32,25 @@ class bit_writer {
     for (; count >= kChunk; count -= kChunk) put((std::uint64_t{1} << kChunk) - 1, kChunk);
     put((std::uint64_t{1} << count) - 1, static_cast<unsigned>(count));
   }
-  // Pads the last byte with zero bits.
+  // Writes the bits left, the last byte padded with zero bits.
   void finish() {
-    if (fill_ > 0) out_.push_back(static_cast<char>(buffer_ & 0xff));
+    for (; fill_ > 0; fill_ = fill_ > 8 ? fill_ - 8 : 0) {
+      out_.push_back(static_cast<char>(buffer_ & 0xff));
+      buffer_ >>= 8;
+    }
     buffer_ = 0;
-    fill_ = 0;
   }
 
  private:
+  void append(std::uint64_t word) {
+    char bytes[8];
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((word >> (8 * i)) & 0xff);
+    out_.append(bytes, 8);
+  }
+
   std::string& out_;
   std::uint64_t buffer_ = 0;
-  unsigned fill_ = 0;  // bits in buffer_, < 8 between puts
+  unsigned fill_ = 0;  // bits in buffer_, < 64 between puts
 };
 
 // Reads what bit_writer wrote.
@@ -52,7 +61,7 @@ class bit_reader {
 
   // The next `count` (≤ 56) bits; false when the input ends first.
   bool get(unsigned count, std::uint64_t& value) {
-    refill();
+    if (fill_ < count) refill();
     if (fill_ < count) return false;
     value = buffer_ & ((std::uint64_t{1} << count) - 1);
     buffer_ >>= count;
@@ -64,7 +73,7 @@ class bit_reader {
   bool unary(std::uint64_t limit, std::uint64_t& count) {
     count = 0;
     for (;;) {
-      refill();
+      if (fill_ < 57) refill();
       if (fill_ == 0) return false;
       const auto run = static_cast<unsigned>(std::countr_one(buffer_));  // ≤ fill_: zeros above
       if (run < fill_) {
@@ -83,7 +92,18 @@ class bit_reader {
   [[nodiscard]] bool at_padding() const { return next_ == end_ && fill_ < 8 && buffer_ == 0; }
 
  private:
+  // Tops the buffer up to at least 57 bits, or to the end of the input.
   void refill() {
+    if (end_ - next_ >= 8) {
+      std::uint64_t word = 0;
+      for (int i = 0; i < 8; ++i) word |= static_cast<std::uint64_t>(next_[i]) << (8 * i);
+      buffer_ |= word << fill_;
+      const unsigned bytes = (63 - fill_) / 8;
+      next_ += bytes;
+      fill_ += bytes * 8;
+      buffer_ &= fill_ == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << fill_) - 1;
+      return;
+    }
     while (fill_ <= 56 && next_ != end_) {
       buffer_ |= static_cast<std::uint64_t>(*next_++) << fill_;
       fill_ += 8;
