@@ -24,9 +24,57 @@
 
 namespace sketch::cli {
 
+namespace {
+
+// `sketch size --layout compressed`: the shape of the lowest FPR within the transmitted
+// budget, or of the smallest transmitted size at the FPR, with at most --max-bits-per-item
+// array bits per item.
+int size_compressed(const size_options& o, std::uint64_t n) {
+  if (!(o.max_bits_per_item >= 1 && o.max_bits_per_item <= 1e6)) {
+    throw usage_error(
+        fmt::format("--max-bits-per-item: must be in [1, 1000000], got {}", o.max_bits_per_item));
+  }
+  bloom_math::compressed_shape shape;
+  if (o.transmitted_bits_per_item) {
+    sized_by("--transmitted-bits-per-item, --max-bits-per-item", [&] {
+      shape = bloom_math::shape_for_transmission(*o.transmitted_bits_per_item, o.max_bits_per_item);
+    });
+  } else {
+    const double p = parse_probability("--fpr", *o.fpr);
+    sized_by("--fpr, --max-bits-per-item",
+             [&] { shape = bloom_math::shape_for_fpr(p, o.max_bits_per_item); });
+  }
+  const double bits = std::ceil(shape.bits_per_item * static_cast<double>(n));
+  if (bits > static_cast<double>(bloom_filter::kMaxBits)) {
+    throw usage_error(fmt::format("--items: {} bits, more than 2^40", bits));
+  }
+  const auto m = static_cast<std::uint64_t>(bits);
+  const double b = bits / static_cast<double>(n);
+  const double z = bloom_math::entropy_bits_per_item(b, shape.hashes);
+  write_out(
+      fmt::format("bits: {}\nbytes: {}\nhashes: {}\nbits_per_item: {:.4f}\nfpr: {}\n"
+                  "transmitted_bits_per_item: {:.4f}\ntransmitted_bytes: {:.0f}\n",
+                  m, (m + 7) / 8, shape.hashes, b, decimal(bloom_math::fpr(b, 1, shape.hashes)), z,
+                  std::ceil(z * static_cast<double>(n) / 8)));
+  return 0;
+}
+
+}  // namespace
+
 int run_size(const size_options& o) {
   const std::uint64_t n = parse_count("--items", o.items);
-  const double p = parse_probability("--fpr", o.fpr);
+  if (o.fpr && o.transmitted_bits_per_item) {
+    throw usage_error("--transmitted-bits-per-item: give either --fpr or it, not both");
+  }
+  if (o.transmitted_bits_per_item && o.layout != "compressed") {
+    throw usage_error("--transmitted-bits-per-item: only with --layout compressed");
+  }
+  if (!o.fpr && !o.transmitted_bits_per_item) {
+    throw usage_error(o.layout == "compressed" ? "--fpr: required (or --transmitted-bits-per-item)"
+                                               : "--fpr: required");
+  }
+  if (o.layout == "compressed") return size_compressed(o, n);
+  const double p = parse_probability("--fpr", *o.fpr);
   std::uint64_t bits = 0;
   std::uint32_t hashes = 0;
   double fpr = 0;

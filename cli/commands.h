@@ -12,12 +12,17 @@ namespace sketch::cli {
 
 struct size_options {
   std::string items;
-  double fpr = 0;
+  std::optional<double> fpr;
   std::string layout = "blocked";
+  // The compressed layout only: a budget instead of --fpr, and the array's bound.
+  std::optional<double> transmitted_bits_per_item;
+  double max_bits_per_item = 64;
 };
 
 // `sketch size`: prints bits, bytes, hashes, bits_per_item and fpr of a filter for
-// --items at --fpr.
+// --items at --fpr; for the compressed layout (sized for transmission, Mitzenmacher 2002)
+// also transmitted_bits_per_item and transmitted_bytes, at --fpr or within
+// --transmitted-bits-per-item.
 [[nodiscard]] int run_size(const size_options& o);
 
 struct fpr_options {

@@ -35,12 +35,18 @@ CLI::App* add_size(CLI::App& app, size_options& size) {
       app.add_subcommand("size", "Size a Bloom filter for N items at a target false-positive rate");
   size_cmd->add_option("--items", size.items, "Expected distinct items (k, M, G suffixes allowed)")
       ->required();
-  size_cmd->add_option("--fpr", size.fpr, "Target false-positive probability, in (0, 1)")
-      ->required();
+  size_cmd->add_option("--fpr", size.fpr, "Target false-positive probability, in (0, 1)");
   size_cmd
       ->add_option("--layout", size.layout,
-                   "classic, or blocked (split-block, 8 hashes; the default)")
-      ->check(CLI::IsMember({"classic", "blocked"}));
+                   "classic, blocked (split-block, 8 hashes; the default), or compressed (a "
+                   "classic filter sized for transmission, Golomb-coded: the fewest transmitted "
+                   "bits at --fpr)")
+      ->check(CLI::IsMember({"classic", "blocked", "compressed"}));
+  size_cmd->add_option("--transmitted-bits-per-item", size.transmitted_bits_per_item,
+                       "compressed layout: instead of --fpr, the lowest false-positive rate "
+                       "within this many transmitted bits per item");
+  size_cmd->add_option("--max-bits-per-item", size.max_bits_per_item,
+                       "compressed layout: the most array bits per item in memory (default 64)");
   return size_cmd;
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <numbers>
+#include <optional>
 #include <stdexcept>
 
 namespace sketch::bloom_math {
@@ -48,6 +49,69 @@ double binary_entropy(double p) noexcept {
 
 double entropy_bits_per_item(double bits_per_item, double k) noexcept {
   return bits_per_item * binary_entropy(std::exp(-k / bits_per_item));
+}
+
+namespace {
+
+compressed_shape shape_of(double b, std::uint32_t k) {
+  return {b, k, fpr(b, 1, k), entropy_bits_per_item(b, k)};
+}
+
+}  // namespace
+
+compressed_shape shape_for_transmission(double transmitted_bits_per_item,
+                                        double max_bits_per_item) {
+  const double z = transmitted_bits_per_item;
+  if (!(z > 0) || !std::isfinite(z)) {
+    throw std::invalid_argument(fmt::format("transmitted bits per item {} is not positive", z));
+  }
+  if (!(max_bits_per_item >= 1) || !std::isfinite(max_bits_per_item)) {
+    throw std::invalid_argument(fmt::format("max bits per item {} is below 1", max_bits_per_item));
+  }
+  std::optional<compressed_shape> best;
+  for (std::uint32_t k = 1; k <= kMaxHashes; ++k) {
+    double lo = k / std::numbers::ln2;  // half the bits set: z = b there
+    if (lo > max_bits_per_item || entropy_bits_per_item(lo, k) > z) break;  // larger k: worse
+    double hi = max_bits_per_item;
+    if (entropy_bits_per_item(hi, k) <= z) {
+      lo = hi;
+    } else {
+      for (int i = 0; i < 200 && hi - lo > 1e-9 * hi; ++i) {
+        const double mid = lo + (hi - lo) / 2;
+        (entropy_bits_per_item(mid, k) <= z ? lo : hi) = mid;
+      }
+    }
+    const compressed_shape shape = shape_of(lo, k);
+    if (!best || shape.fpr < best->fpr) best = shape;
+  }
+  if (!best) {
+    throw std::invalid_argument(fmt::format(
+        "transmitted bits per item {} is below 1/ln 2 = 1.4427, the least any filter needs", z));
+  }
+  return *best;
+}
+
+compressed_shape shape_for_fpr(double p, double max_bits_per_item) {
+  if (!(p > 0 && p < 1)) {
+    throw std::invalid_argument(fmt::format("fpr {} is not in (0, 1)", p));
+  }
+  if (!(max_bits_per_item >= 1) || !std::isfinite(max_bits_per_item)) {
+    throw std::invalid_argument(fmt::format("max bits per item {} is below 1", max_bits_per_item));
+  }
+  std::optional<compressed_shape> best;
+  for (std::uint32_t k = 1; k <= kMaxHashes; ++k) {
+    // p ≤ 2^−k: the least b reaching p leaves at least half the bits zero.
+    if (std::log2(p) > -static_cast<double>(k)) break;
+    const double b = -static_cast<double>(k) / std::log1p(-std::pow(p, 1.0 / k));
+    if (b > max_bits_per_item) continue;
+    const compressed_shape shape = shape_of(b, k);
+    if (!best || shape.transmitted_bits_per_item < best->transmitted_bits_per_item) best = shape;
+  }
+  if (!best) {
+    throw std::invalid_argument(
+        fmt::format("fpr {} needs more than {} bits per item", p, max_bits_per_item));
+  }
+  return *best;
 }
 
 double fpr_exact(double m, double n, double k) noexcept {

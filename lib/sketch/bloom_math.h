@@ -72,6 +72,34 @@ inline constexpr std::uint32_t kMaxHashes = 64;
 // The binary entropy H(p) in bits, 0 at p = 0 and p = 1.
 [[nodiscard]] double binary_entropy(double p) noexcept;
 
+// A compressed filter's shape: array bits per item b, hashes k, its FPR (1 − e^{−k/b})^k
+// and its ideal transmitted size b·H(e^{−k/b}) per item.
+struct compressed_shape {
+  double bits_per_item = 0;
+  std::uint32_t hashes = 0;
+  double fpr = 0;
+  double transmitted_bits_per_item = 0;
+};
+
+// Sizing for transmission (Mitzenmacher 2002): among the filters of at most
+// `max_bits_per_item` array bits per item, the one with the lowest FPR whose transmitted
+// size is at most `transmitted_bits_per_item`. For each k, the transmitted size rises with b
+// on b ≥ k / ln 2 (where at least half the bits stay zero), so the largest b within the
+// budget is found by bisection; the k with the lowest FPR wins. Without the memory bound the
+// FPR would keep falling as k → 1 and b → ∞ (the array grows exponentially with the budget),
+// hence the bound. Throws std::invalid_argument naming the argument when the budget is not
+// positive, max_bits_per_item < 1, or no filter fits (a budget below 1/ln 2 bits per item).
+[[nodiscard]] compressed_shape shape_for_transmission(double transmitted_bits_per_item,
+                                                      double max_bits_per_item);
+
+// The other way round: among the filters of at most `max_bits_per_item` bits per item whose
+// FPR is at most p, the one with the smallest transmitted size. For each k the least b
+// reaching p is b = −k / ln(1 − p^{1/k}) (b ≥ k / ln 2 whenever p ≤ 2^−k; other k are
+// skipped), and the transmitted size rises with b, so that b is the best for that k. Throws
+// std::invalid_argument naming the argument unless 0 < p < 1 and max_bits_per_item ≥ 1, or
+// when no filter of that size reaches p.
+[[nodiscard]] compressed_shape shape_for_fpr(double p, double max_bits_per_item);
+
 struct sizing {
   std::uint64_t bits = 0;
   std::uint32_t hashes = 0;

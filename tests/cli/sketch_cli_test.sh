@@ -309,6 +309,13 @@ EOF
     fail "compressed, b = $b, k = $k: $got"
   fi
 done
+# Sizing for transmission picks the table's columns back.
+expect_lines "size, compressed, within 16 transmitted bits, at most 48 in memory (seed 002)" \
+  $'bits: 48000000\nbytes: 6000000\nhashes: 3\nbits_per_item: 48.0000\nfpr: 0.000222401\ntransmitted_bits_per_item: 15.8290\ntransmitted_bytes: 1978623' \
+  -- size --items 1M --transmitted-bits-per-item 16 --layout compressed --max-bits-per-item 48
+expect_lines "size, compressed, at fpr 0.000314, at most 28.1 in memory (seed 002)" \
+  $'bits: 28001231\nbytes: 3500154\nhashes: 4\nbits_per_item: 28.0012\nfpr: 0.000314000\ntransmitted_bits_per_item: 15.8466\ntransmitted_bytes: 1980822' \
+  -- size --items 1M --fpr 0.000314 --layout compressed --max-bits-per-item 28.1
 expect_lines "compressed, formulas only" $'fpr: 0.000222401\nentropy_bits_per_item: 15.8290' \
   -- compressed --bits-per-item 48 --hashes 3
 
@@ -327,6 +334,11 @@ expect_usage_error() {
 }
 expect_usage_error "bogus" bogus
 expect_usage_error "--bits-per-item" compressed --hashes 3
+expect_usage_error "--fpr" size --items 1M
+expect_usage_error "--transmitted-bits-per-item" size --items 1M --transmitted-bits-per-item 16
+expect_usage_error "--transmitted-bits-per-item" size --items 1M --fpr 0.01 --transmitted-bits-per-item 16 --layout compressed
+expect_usage_error "--transmitted-bits-per-item" size --items 1M --transmitted-bits-per-item 1.4 --layout compressed
+expect_usage_error "--max-bits-per-item" size --items 1M --fpr 1e-12 --layout compressed --max-bits-per-item 16
 expect_usage_error "--bits-per-item" compressed --bits-per-item -1 --hashes 3
 expect_usage_error "--hashes" compressed --bits-per-item 28 --hashes 0
 expect_usage_error "--items" compressed --bits-per-item 28 --hashes 4 --items 0

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numbers>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -256,6 +257,50 @@ TEST(BloomMath, CompressedFiltersReproduceTheLecturesTable) {
   EXPECT_DOUBLE_EQ(bloom_math::binary_entropy(0.5), 1.0);
   EXPECT_EQ(bloom_math::binary_entropy(0.0), 0.0);
   EXPECT_EQ(bloom_math::binary_entropy(1.0), 0.0);
+}
+
+// Sizing for transmission picks the table's columns back: 16 transmitted bits per item with
+// at most 48 array bits gives its third column (k = 3, FPR 0.000222), and FPR 0.000314 with
+// at most 28 array bits its second (k = 4, 15.84 bits).
+TEST(BloomMath, SizingForTransmissionFindsTheTablesColumns) {
+  const bloom_math::compressed_shape by_size = bloom_math::shape_for_transmission(16, 48);
+  EXPECT_EQ(by_size.hashes, 3u);
+  EXPECT_NEAR(by_size.bits_per_item, 48, 1e-6);
+  EXPECT_NEAR(by_size.fpr, 0.000222, 0.000222 * 0.01);
+  EXPECT_LE(by_size.transmitted_bits_per_item, 16);
+
+  const bloom_math::compressed_shape by_fpr = bloom_math::shape_for_fpr(0.000314, 28.1);
+  EXPECT_EQ(by_fpr.hashes, 4u);
+  EXPECT_NEAR(by_fpr.bits_per_item, 28, 0.05);
+  EXPECT_LE(by_fpr.fpr, 0.000314 * (1 + 1e-9));
+  EXPECT_NEAR(by_fpr.transmitted_bits_per_item, 15.84, 0.02);
+
+  // With the optimal filter's memory only (16 bits per item), nothing beats k = 11 at 16
+  // bits: the transmitted size of the best shape at its FPR is 16 bits per item.
+  const bloom_math::compressed_shape tight = bloom_math::shape_for_fpr(0.000459, 16.01);
+  EXPECT_EQ(tight.hashes, 11u);
+  EXPECT_NEAR(tight.transmitted_bits_per_item, 16, 0.02);
+}
+
+// The bisection's premise: for each k, b·H(e^{−k/b}) rises with b from b = k / ln 2.
+TEST(BloomMath, TransmittedSizeRisesWithTheArrayAboveHalfFull) {
+  for (std::uint32_t k = 1; k <= 20; ++k) {
+    double previous = 0;
+    for (double b = k / std::numbers::ln2; b < 4096; b *= 1.01) {
+      const double z = bloom_math::entropy_bits_per_item(b, k);
+      EXPECT_GT(z, previous) << k << " " << b;
+      previous = z;
+    }
+  }
+}
+
+TEST(BloomMath, SizingForTransmissionRefusesWhatNoFilterDoes) {
+  EXPECT_THROW((void)bloom_math::shape_for_transmission(1.4, 64), std::invalid_argument);
+  EXPECT_THROW((void)bloom_math::shape_for_transmission(0, 64), std::invalid_argument);
+  EXPECT_THROW((void)bloom_math::shape_for_transmission(16, 0.5), std::invalid_argument);
+  EXPECT_THROW((void)bloom_math::shape_for_fpr(1e-9, 16), std::invalid_argument);
+  EXPECT_THROW((void)bloom_math::shape_for_fpr(0, 64), std::invalid_argument);
+  EXPECT_THROW((void)bloom_math::shape_for_fpr(0.5, 0), std::invalid_argument);
 }
 
 }  // namespace
