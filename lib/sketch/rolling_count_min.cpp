@@ -155,6 +155,10 @@ void rolling_count_min::rotate() noexcept {
   }
 }
 
+bool rolling_count_min::rotates_at(std::int64_t now_ms) const noexcept {
+  return started_ && floor_div(now_ms, slice_ms_) > slice_index_;
+}
+
 void rolling_count_min::advance(std::int64_t now_ms) noexcept {
   const std::int64_t index = floor_div(now_ms, slice_ms_);
   if (!started_) {

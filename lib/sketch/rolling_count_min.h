@@ -9,9 +9,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sketch/count_min.h"
@@ -101,6 +103,35 @@ class rolling_count_min {
   }
   std::uint64_t update(const std::uint32_t* cells, hash128 h, std::string_view item,
                        std::int64_t now_ms, std::uint32_t weight = 1) noexcept;
+
+  // update(cells, h, item, now_ms, weight) in two halves, for a batch that counts a run of
+  // items before it offers them to the top-k tracker, so that the counters' cache misses are
+  // not held up behind the tracker's work: count() moves the window to now_ms and adds the
+  // item to the counters, returning its estimate over the window (what update() returns);
+  // offer() hands the tracker that estimate with n = window_items() as count() left it.
+  // Offering each item after the count() of later items, in the items' order, has exactly
+  // the effect of update() item by item as long as no count() in between rotated the window
+  // (rotates_at() says beforehand): the counters never depend on the tracker, and the
+  // tracker's state depends only on the sequence of offers. No allocation.
+  std::uint64_t count(const std::uint32_t* cells, std::int64_t now_ms,
+                      std::uint32_t weight = 1) noexcept {
+    advance(now_ms);
+    return update_cells(cells, weight);
+  }
+  void offer(hash128 h, std::string_view item, std::uint64_t estimate, std::uint64_t n) noexcept {
+    tracker_.offer_growing(h, item, estimate, n);
+  }
+  // offer() of a batch of items counted in order into this window, through the tracker's
+  // batch offer (top_k_tracker::offer_growing(span, …)): item i has hash hashes[i], bytes
+  // item_of(i), estimate estimates[i] (0: no item, skipped) and N n_of(i).
+  template <class ItemOf, class NOf>
+  void offer(std::span<const hash128> hashes, std::span<const std::uint64_t> estimates,
+             ItemOf&& item_of, NOf&& n_of) noexcept {
+    tracker_.offer_growing(hashes, estimates, std::forward<ItemOf>(item_of),
+                           std::forward<NOf>(n_of));
+  }
+  // Whether advance(now_ms) would rotate the window (and refresh the tracker).
+  [[nodiscard]] bool rotates_at(std::int64_t now_ms) const noexcept;
 
   // Rotates out the slices that ended before `now_ms`'s slice minus buckets − 1 and, if any
   // did, refreshes the top-k tracker. Earlier times than the current slice do nothing.

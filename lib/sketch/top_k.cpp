@@ -54,11 +54,6 @@ top_k_tracker::top_k_tracker(std::uint32_t k, double phi, std::uint32_t capacity
   events_.resize(std::max(kMinEventCapacity, capacity_));
 }
 
-bool top_k_tracker::is_heavy(std::uint64_t estimate, std::uint64_t n) const noexcept {
-  return estimate >= kMinHeavyEstimate &&
-         static_cast<double>(estimate) >= phi_ * static_cast<double>(n);
-}
-
 bool top_k_tracker::stays_heavy(std::uint64_t estimate, std::uint64_t n) const noexcept {
   return estimate >= kMinHeavyEstimate &&
          static_cast<double>(estimate) >= (1.0 - kHysteresis) * phi_ * static_cast<double>(n);
@@ -87,18 +82,6 @@ void top_k_tracker::record(enum heavy_event::kind kind, std::uint32_t s, std::ui
   e.window_items = n;
   e.length = slots_[s].length;
   if (e.length > 0) std::memcpy(e.bytes, bytes_.data() + std::size_t{s} * kMaxItemBytes, e.length);
-}
-
-std::size_t top_k_tracker::home(hash128 h) const noexcept {
-  return static_cast<std::size_t>(h.high) & (index_.size() - 1);
-}
-
-std::uint32_t top_k_tracker::find(hash128 h) const noexcept {
-  const std::size_t mask = index_.size() - 1;
-  for (std::size_t i = home(h); index_[i] != kEmpty; i = (i + 1) & mask) {
-    if (slots_[index_[i]].hash == h) return index_[i];
-  }
-  return kEmpty;
 }
 
 void top_k_tracker::index_insert(std::uint32_t s) noexcept {

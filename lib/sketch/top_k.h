@@ -5,10 +5,14 @@
 // bound on the smallest estimate.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sketch/hash.h"
@@ -96,10 +100,71 @@ class top_k_tracker {
   // slot is taken and `estimate` is below the smallest candidate's, the item cannot be a
   // candidate (a candidate's estimate is at least that minimum and has not fallen) nor evict
   // one, so it returns before the index lookup. No allocation.
+  //
+  // A candidate's offer that changes nothing but its estimate (it stays heavy, or stays
+  // light) only stores that estimate, inline: the estimate did not fall, so the bound on the
+  // smallest one holds as it is. On a skewed stream that is most offers that pass the bound.
   void offer_growing(hash128 h, std::string_view item, std::uint64_t estimate,
                      std::uint64_t n) noexcept {
-    if (size_ == capacity_ && estimate < min_bound_) return;
+    if (size_ == capacity_) {
+      if (estimate < min_bound_) return;
+      if (const std::uint32_t s = find(h); s != kEmpty) {
+        // Without a branch on whether it is heavy: on a skewed stream about half the offers
+        // that pass the bound are of the few heavy items, so that branch mispredicts.
+        const bool stays = slots_[s].heavy | !is_heavy(estimate, n);
+        if (stays) {
+          estimates_[s] = estimate;
+          return;
+        }
+      }
+    }
     offer(h, item, estimate, n);
+  }
+
+  // offer_growing() of a batch of items, in order: item i has hash hashes[i], bytes
+  // item_of(i) (a string_view), estimate estimates[i] and N n_of(i) (the N after its count).
+  // Under the condition of offer_growing() it has exactly the effect of those calls, in fewer
+  // steps: once every slot is taken, the smallest candidate's estimate can only rise until
+  // the next refresh() (an offered candidate's estimate does not fall, an evicting newcomer
+  // exceeds the one it evicts), so an item under the bound at the start of a run of kBatchRun
+  // items is under it at its own turn too. The bound test therefore runs first, over the
+  // whole run and without a branch per item (most items of a skewed stream's tail fail it,
+  // and a branch on an estimate just loaded stalls the loads after it when it mispredicts),
+  // and only the items that pass it are offered one by one. An estimate of 0 (an item to
+  // skip) is ignored, as by offer(). Precondition: estimates.size() ≥ hashes.size(). No
+  // allocation.
+  static constexpr std::size_t kBatchRun = 256;
+  template <class ItemOf, class NOf>
+  void offer_growing(std::span<const hash128> hashes, std::span<const std::uint64_t> estimates,
+                     ItemOf&& item_of, NOf&& n_of) noexcept {
+    const std::size_t count = hashes.size();
+    std::size_t i = 0;
+    for (; i < count && size_ < capacity_; ++i) {
+      offer(hashes[i], item_of(i), estimates[i], n_of(i));
+    }
+    std::array<std::uint16_t, kBatchRun> passed;
+    while (i < count) {
+      const std::size_t run = std::min(count - i, kBatchRun);
+      const std::uint64_t bound = min_bound_;
+      std::size_t kept = 0;
+      for (std::size_t j = 0; j < run; ++j) {
+        passed[kept] = static_cast<std::uint16_t>(j);
+        kept += estimates[i + j] >= bound ? 1 : 0;
+      }
+      for (std::size_t p = 0; p < kept; ++p) {
+        const std::size_t at = i + passed[p];
+        offer_growing(hashes[at], item_of(at), estimates[at], n_of(at));
+      }
+      i += run;
+    }
+  }
+  // The same for a batch counted with count_min_sketch::update(h), weight 1, one item after
+  // the other: item i's N is n_before + i + 1, n_before the sketch's N before the batch.
+  template <class ItemOf>
+  void offer_growing(std::span<const hash128> hashes, std::span<const std::uint64_t> estimates,
+                     ItemOf&& item_of, std::uint64_t n_before) noexcept {
+    offer_growing(hashes, estimates, std::forward<ItemOf>(item_of),
+                  [n_before](std::size_t i) { return n_before + i + 1; });
   }
 
   // Re-estimates every candidate with `estimate_of_hash(hash128) -> uint64` (after a window
@@ -174,14 +239,25 @@ class top_k_tracker {
     char bytes[kMaxItemBytes];
   };
 
-  [[nodiscard]] bool is_heavy(std::uint64_t estimate, std::uint64_t n) const noexcept;
+  [[nodiscard]] bool is_heavy(std::uint64_t estimate, std::uint64_t n) const noexcept {
+    return (estimate >= kMinHeavyEstimate) &
+           (static_cast<double>(estimate) >= phi_ * static_cast<double>(n));
+  }
   [[nodiscard]] bool stays_heavy(std::uint64_t estimate, std::uint64_t n) const noexcept;
   [[nodiscard]] std::string_view item_of(std::uint32_t s) const noexcept;
   void store_item(std::uint32_t s, std::string_view item) noexcept;
   void record(enum heavy_event::kind kind, std::uint32_t s, std::uint64_t n) noexcept;
 
-  [[nodiscard]] std::size_t home(hash128 h) const noexcept;
-  [[nodiscard]] std::uint32_t find(hash128 h) const noexcept;
+  [[nodiscard]] std::size_t home(hash128 h) const noexcept {
+    return static_cast<std::size_t>(h.high) & (index_.size() - 1);
+  }
+  [[nodiscard]] std::uint32_t find(hash128 h) const noexcept {
+    const std::size_t mask = index_.size() - 1;
+    for (std::size_t i = home(h); index_[i] != kEmpty; i = (i + 1) & mask) {
+      if (slots_[index_[i]].hash == h) return index_[i];
+    }
+    return kEmpty;
+  }
   void index_insert(std::uint32_t s) noexcept;
   void index_erase(hash128 h) noexcept;
 

@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -250,6 +251,65 @@ TEST(RollingCountMin, UpdateOfLocatedCellsIsTheUpdate) {
     }
     EXPECT_EQ(two.serialize(), one.serialize()) << conservative;
   }
+}
+
+// count() then offer(), with the offers held back over runs of items as the daemon's batch
+// does (and released before any count that rotates_at() says would rotate), is update() item
+// by item: the same estimates, state and events. Time advances 1 ms per 10 items over 100 ms
+// slices, so runs of a few hundred items (released at random) reach rotations.
+TEST(RollingCountMin, CountThenOfferInOrderIsTheUpdate) {
+  for (const bool conservative : {false, true}) {
+    rolling_count_min_options o = small_options();
+    o.conservative = conservative;
+    rolling_count_min one(o);
+    rolling_count_min two(o);
+    zipf_generator zipf(300, 1.1, 43);
+    std::mt19937_64 rng(9);
+    struct counted {
+      std::string item;
+      hash128 h;
+      std::uint64_t estimate;
+      std::uint64_t n;
+    };
+    std::vector<counted> pending;
+    std::array<std::uint32_t, count_min_sketch::kMaxDepth> cells{};
+    const auto offer_pending = [&] {
+      for (const counted& c : pending) two.offer(c.h, c.item, c.estimate, c.n);
+      pending.clear();
+    };
+    int rotations = 0;
+    for (int i = 0; i < 30'000; ++i) {
+      const std::string item = fmt::format("item-{}", zipf());
+      const hash128 h = hash_item(item, o.seed);
+      const std::int64_t t = i / 10;
+      if (two.rotates_at(t)) {
+        offer_pending();
+        ++rotations;
+      }
+      two.locate(h, cells.data());
+      const std::uint64_t estimate = two.count(cells.data(), t);
+      ASSERT_EQ(estimate, one.update(h, item, t)) << i;
+      pending.push_back({item, h, estimate, two.window_items()});
+      if (rng() % 300 == 0) offer_pending();
+    }
+    offer_pending();
+    EXPECT_EQ(rotations, 29);  // 3,000 ms of 100 ms slices, the first one only starting
+    EXPECT_EQ(two.serialize(), one.serialize()) << conservative;
+    EXPECT_EQ(two.drain_events(), one.drain_events()) << conservative;
+  }
+}
+
+TEST(RollingCountMin, RotatesAtSaysWhetherTheWindowWouldRotate) {
+  rolling_count_min window(small_options());
+  EXPECT_FALSE(window.rotates_at(1'000));  // not started: the first time only starts it
+  static_cast<void>(window.update("a", 1'000));
+  const std::int64_t s = window.slice_ms();
+  const std::int64_t slice_end = (1'000 / s + 1) * s;
+  EXPECT_FALSE(window.rotates_at(slice_end - 1));
+  EXPECT_FALSE(window.rotates_at(0));  // time going backwards never rotates
+  EXPECT_TRUE(window.rotates_at(slice_end));
+  window.advance(slice_end);
+  EXPECT_FALSE(window.rotates_at(slice_end));
 }
 
 // For every item and at every checkpoint: f ≤ estimate (always), and estimate ≤ f + εN for

@@ -11,7 +11,9 @@
 #include <ostream>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sketch/count_min.h"
@@ -428,6 +430,96 @@ TEST(TopK, OfferGrowingMatchesOfferForGrowingEstimates) {
     EXPECT_EQ(growing.top(), plain.top());
     EXPECT_EQ(growing.drain_events(), plain.drain_events());
   }
+}
+
+// The batch offer is offer_growing() item by item: fed the estimates of a batch counted first
+// (the whole batch updated, then offered) over the same Zipf stream, in batches of random sizes
+// (some filling the tracker part way, some longer than a run of kBatchRun), with a refresh every
+// few batches, the two trackers stay byte-identical and record the same events. 8 slots for 2,000
+// items keep the tracker full and its bound test busy; k = 4 at φ = 0.05 makes enter and leave
+// events.
+TEST(TopK, BatchOfferIsOfferGrowingItemByItem) {
+  for (const bool conservative : {false, true}) {
+    count_min_sketch one_sketch(256, 4, 7, conservative);
+    count_min_sketch batch_sketch = one_sketch;
+    top_k_tracker one(4, 0.05, 8, 7);
+    top_k_tracker batched(4, 0.05, 8, 7);
+    zipf_generator zipf(2000, 1.1, 17);
+    std::mt19937_64 rng(5);
+    std::vector<std::string> items;
+    std::vector<hash128> hashes;
+    std::vector<std::uint64_t> estimates;
+    for (int batch = 1; batch <= 200; ++batch) {
+      const std::size_t size = rng() % 600;
+      items.clear();
+      hashes.clear();
+      for (std::size_t i = 0; i < size; ++i) {
+        items.push_back(fmt::format("g{}", zipf()));
+        hashes.push_back(hash_item(items.back(), 7));
+      }
+      estimates.resize(size);
+      const std::uint64_t n_before = batch_sketch.total();
+      for (std::size_t i = 0; i < size; ++i) estimates[i] = batch_sketch.update(hashes[i]);
+      batched.offer_growing(
+          std::span<const hash128>(hashes), std::span<const std::uint64_t>(estimates),
+          [&](std::size_t i) { return std::string_view(items[i]); }, n_before);
+      for (std::size_t i = 0; i < size; ++i) {
+        const std::uint64_t estimate = one_sketch.update(hashes[i]);
+        one.offer_growing(hashes[i], items[i], estimate, one_sketch.total());
+      }
+      ASSERT_EQ(batched.serialize(), one.serialize()) << "after batch " << batch;
+      if (batch % 7 == 0) {
+        refresh(one_sketch, one);
+        refresh(batch_sketch, batched);
+      }
+    }
+    EXPECT_EQ(batched.top(), one.top());
+    const std::vector<heavy_event> events = one.drain_events();
+    EXPECT_FALSE(events.empty());
+    EXPECT_EQ(batched.drain_events(), events);
+  }
+}
+
+// The batch offer with each item's N given (the daemon's, whose batches hold skipped
+// messages too): an entry of estimate 0 is no item, ignored whether the tracker is filling
+// or full, so a batch with such entries between the items is the items offered one by one.
+TEST(TopK, BatchOfferSkipsEntriesOfEstimateZero) {
+  count_min_sketch sketch(256, 4, 7);
+  top_k_tracker one(4, 0.05, 8, 7);
+  top_k_tracker batched(4, 0.05, 8, 7);
+  zipf_generator zipf(2000, 1.1, 19);
+  std::mt19937_64 rng(6);
+  std::vector<std::string> items;
+  std::vector<hash128> hashes;
+  std::vector<std::uint64_t> estimates;
+  std::vector<std::uint64_t> totals;
+  for (int batch = 1; batch <= 100; ++batch) {
+    items.clear();
+    hashes.clear();
+    estimates.clear();
+    totals.clear();
+    const std::size_t size = rng() % 600;
+    for (std::size_t i = 0; i < size; ++i) {
+      if (rng() % 4 == 0) {  // a skipped message: no item, a stale hash
+        items.emplace_back();
+        hashes.push_back(hash128{rng(), rng()});
+        estimates.push_back(0);
+        totals.push_back(rng());
+        continue;
+      }
+      items.push_back(fmt::format("g{}", zipf()));
+      hashes.push_back(hash_item(items.back(), 7));
+      estimates.push_back(sketch.update(hashes.back()));
+      totals.push_back(sketch.total());
+      one.offer_growing(hashes.back(), items.back(), estimates.back(), totals.back());
+    }
+    batched.offer_growing(
+        std::span<const hash128>(hashes), std::span<const std::uint64_t>(estimates),
+        [&](std::size_t i) { return std::string_view(items[i]); },
+        [&](std::size_t i) { return totals[i]; });
+    ASSERT_EQ(batched.serialize(), one.serialize()) << "after batch " << batch;
+  }
+  EXPECT_EQ(batched.drain_events(), one.drain_events());
 }
 
 TEST(TopK, SerializationRoundTripsTheCandidates) {

@@ -36,6 +36,8 @@ pipeline::pipeline(const pipeline_config& config, std::uint64_t seed)
   if (config_.heavy_hitters) {
     const auto depth = sketch::count_min_sketch::suggest_depth(config_.heavy_hitters->delta);
     group_cells_.resize(extractor::kBatchMessages * depth);
+    group_estimates_.resize(extractor::kBatchMessages);
+    group_totals_.resize(extractor::kBatchMessages);
   }
 }
 
@@ -191,14 +193,44 @@ void pipeline::feed_group(std::span<const pipeline_input> inputs, std::int64_t w
     for (std::size_t i = 0; i < std::min(n, kAhead); ++i) {
       if (has_item(i)) group_shards_[i]->heavy->prefetch(&group_cells_[i * depth]);
     }
+    // The items are counted first and offered to their top-k tracker after, in order
+    // (rolling_count_min::count and offer): the tracker's work then no longer waits on each
+    // item's counters, nor holds up the next items' misses. A count that would rotate its
+    // shard's window (which refreshes the tracker) first offers the items counted before it.
+    // With one shard (scope: instance) a run is offered as one batch, whose bound test has
+    // no branch per item; a skipped item has estimate 0, which the tracker ignores.
+    std::size_t offered = 0;  // items [offered, i) are counted and not yet offered
+    const auto offer_counted = [&](std::size_t end) {
+      if (!partition_scoped()) {
+        const std::span<const sketch::hash128> hashes(group_hashes_.data() + offered,
+                                                      end - offered);
+        const std::span<const std::uint64_t> estimates(group_estimates_.data() + offered,
+                                                       end - offered);
+        shards_.front()->heavy->offer(
+            hashes, estimates, [&](std::size_t j) { return group_results_[offered + j].item; },
+            [&](std::size_t j) { return group_totals_[offered + j]; });
+        offered = end;
+        return;
+      }
+      for (; offered < end; ++offered) {
+        if (!has_item(offered)) continue;
+        group_shards_[offered]->heavy->offer(group_hashes_[offered], group_results_[offered].item,
+                                             group_estimates_[offered], group_totals_[offered]);
+      }
+    };
     for (std::size_t i = 0; i < n; ++i) {
       if (i + kAhead < n && has_item(i + kAhead))
         group_shards_[i + kAhead]->heavy->prefetch(&group_cells_[(i + kAhead) * depth]);
-      if (has_item(i)) {
-        group_shards_[i]->heavy->update(&group_cells_[i * depth], group_hashes_[i],
-                                        group_results_[i].item, group_times_[i]);
+      if (!has_item(i)) {
+        group_estimates_[i] = 0;
+        continue;
       }
+      sketch::rolling_count_min& heavy = *group_shards_[i]->heavy;
+      if (heavy.rotates_at(group_times_[i])) offer_counted(i);
+      group_estimates_[i] = heavy.count(&group_cells_[i * depth], group_times_[i]);
+      group_totals_[i] = heavy.window_items();
     }
+    offer_counted(n);
   }
   if (config_.dedup) {
     for (std::size_t i = 0; i < std::min(n, kAhead); ++i) {

@@ -319,6 +319,9 @@ class pipeline {
   std::vector<std::int64_t> group_times_;      // their times on the pipeline's clock
   // Their Count-Min cells, depth() per item (rolling_count_min::locate), with heavy_hitters.
   std::vector<std::uint32_t> group_cells_;
+  // Their estimates and the window's N after their count, until they are offered.
+  std::vector<std::uint64_t> group_estimates_;
+  std::vector<std::uint64_t> group_totals_;
   pipeline_counters local_;      // processing thread only
   pipeline_counters published_;  // under mutex_
   pipeline_clock clock_;         // under mutex_ (the batch's lock for the processing thread)

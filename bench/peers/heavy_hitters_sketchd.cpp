@@ -1,0 +1,129 @@
+// sketchd's side of the heavy-hitters comparison (bench/peers/heavy_hitters_loop.h), as the
+// daemon uses its structures: one XXH3-128 of the key's 8 bytes (sketch::hash_bytes, computed
+// once per item), a Count-Min sketch of ε = 1e-4 and δ = 0.001 (w = 27,183, d = 7, plain
+// update) and a top-k tracker (k = 10, φ = 0.01, the default 200 candidates) offered each
+// item's estimate; its top-10 is read after refresh().
+//   HeavyHitters/sketchd_count_min+top_k   one item at a time: update, then offer_growing
+//   HeavyHitters/sketchd_count_min+top_k_batch
+//                                          the same per block of 1,024 keys: each key hashed
+//                                          and counted (update), its estimate kept; then the
+//                                          block offered at once, top_k_tracker::
+//                                          offer_growing(span, …)
+//   HeavyHitters/sketchd_count_min_update  the sketch's update alone (no top-k)
+//   HeavyHitters/sketchd_hash_only         a control: the hashes alone
+#include <array>
+#include <cstring>
+#include <string_view>
+
+#include "heavy_hitters_loop.h"
+#include "sketch/count_min.h"
+#include "sketch/hash.h"
+#include "sketch/top_k.h"
+
+namespace {
+
+constexpr double kEpsilon = 1e-4;
+constexpr double kDelta = 0.001;
+constexpr double kPhi = 0.01;
+
+sketch::hash128 hash_of(const std::uint64_t& key) noexcept {
+  return sketch::hash_bytes(&key, sizeof key, sketch::kDefaultSeed);
+}
+
+std::string_view bytes_of(const std::uint64_t& key) noexcept {
+  return {reinterpret_cast<const char*>(&key), sizeof key};
+}
+
+struct sketchd_heavy {
+  sketch::count_min_sketch cms = sketch::count_min_sketch::from_error(kEpsilon, kDelta);
+  sketch::top_k_tracker tracker{peers::kHeavyTopK, kPhi};
+
+  std::vector<std::uint64_t> top() {
+    tracker.refresh([&](const sketch::hash128& h) { return cms.estimate(h); }, cms.total());
+    std::vector<std::uint64_t> out;
+    for (const auto& e : tracker.top()) {
+      std::uint64_t key = 0;
+      std::memcpy(&key, e.item.data(), std::min(e.item.size(), sizeof key));
+      out.push_back(key);
+    }
+    return out;
+  }
+  [[nodiscard]] std::uint64_t bytes() const { return cms.size_bytes() + tracker.size_bytes(); }
+};
+
+void sketchd_one_by_one(benchmark::State& state) {
+  sketchd_heavy s;
+  peers::run_heavy(
+      state,
+      [&](std::span<const std::uint64_t> keys) {
+        for (const std::uint64_t& key : keys) {
+          const sketch::hash128 h = hash_of(key);
+          const std::uint64_t estimate = s.cms.update(h);
+          s.tracker.offer_growing(h, bytes_of(key), estimate, s.cms.total());
+        }
+      },
+      [&] { return s.top(); }, [&] { return s.bytes(); });
+}
+
+void sketchd_batch(benchmark::State& state) {
+  sketchd_heavy s;
+  std::array<sketch::hash128, peers::kHeavyBlock> hashes;
+  std::array<std::uint64_t, peers::kHeavyBlock> estimates;
+  peers::run_heavy(
+      state,
+      [&](std::span<const std::uint64_t> keys) {
+        const std::size_t n = keys.size();
+        const std::uint64_t n_before = s.cms.total();
+        for (std::size_t i = 0; i < n; ++i) {
+          hashes[i] = hash_of(keys[i]);
+          estimates[i] = s.cms.update(hashes[i]);
+        }
+        s.tracker.offer_growing(
+            std::span<const sketch::hash128>(hashes).first(n),
+            std::span<const std::uint64_t>(estimates).first(n),
+            [&](std::size_t i) { return bytes_of(keys[i]); }, n_before);
+      },
+      [&] { return s.top(); }, [&] { return s.bytes(); });
+}
+
+void sketchd_update_only(benchmark::State& state) {
+  sketchd_heavy s;
+  std::uint64_t sum = 0;  // of the estimates: the loop's result
+  peers::run_heavy(
+      state,
+      [&](std::span<const std::uint64_t> keys) {
+        for (const std::uint64_t& key : keys) sum += s.cms.update(hash_of(key));
+      },
+      [&] { return std::vector<std::uint64_t>{}; }, [&] { return s.cms.size_bytes(); });
+  state.counters["estimate_sum"] = static_cast<double>(sum);
+}
+
+void sketchd_hash_only(benchmark::State& state) {
+  std::uint64_t sum = 0;
+  peers::run_heavy(
+      state,
+      [&](std::span<const std::uint64_t> keys) {
+        for (const std::uint64_t& key : keys) sum += hash_of(key).low;
+      },
+      [&] { return std::vector<std::uint64_t>{}; }, [] { return std::uint64_t{0}; });
+  state.counters["hash_sum"] = static_cast<double>(sum);
+}
+
+}  // namespace
+
+BENCHMARK(sketchd_one_by_one)
+    ->Name("HeavyHitters/sketchd_count_min+top_k")
+    ->Iterations(peers::heavy_iterations())
+    ->Unit(benchmark::kNanosecond);
+BENCHMARK(sketchd_batch)
+    ->Name("HeavyHitters/sketchd_count_min+top_k_batch")
+    ->Iterations(peers::heavy_iterations())
+    ->Unit(benchmark::kNanosecond);
+BENCHMARK(sketchd_update_only)
+    ->Name("HeavyHitters/sketchd_count_min_update")
+    ->Iterations(peers::heavy_iterations())
+    ->Unit(benchmark::kNanosecond);
+BENCHMARK(sketchd_hash_only)
+    ->Name("HeavyHitters/sketchd_hash_only")
+    ->Iterations(peers::heavy_iterations())
+    ->Unit(benchmark::kNanosecond);
