@@ -8,7 +8,8 @@
 # BUILD_DIR/peers-src (never into this repository), in a build directory of their own so
 # that the project's other builds never depend on them. Needs git, network access the first
 # time, and a CPU with AVX2 (fastfilter's filter is compiled for it, as its own benchmarks
-# are). Figures and how to read them: docs/PERFORMANCE.md, "Beside the peers".
+# are). Figures and how to read them: docs/PERFORMANCE.md, "Beside fastfilter_cpp, one call
+# at a time" and "Beside Apache DataSketches".
 #
 # Usage: bench/peers.sh [BUILD_DIR]        (default build-peers; a Release build)
 #   REPETITIONS=N  repetitions of each benchmark, interleaved at random (default 3);
