@@ -60,15 +60,9 @@ void datasketches_frequent_items(benchmark::State& state) {
       [&] { return (std::uint64_t{1} << lg_max_map_size) * (8 + 8 + 2); });
 }
 
-}  // namespace
+const bool registered_count_min =
+    peers::register_heavy("HeavyHitters/datasketches_count_min", datasketches_count_min);
+const bool registered_frequent_items = peers::register_heavy(
+    "HeavyHitters/datasketches_frequent_items", datasketches_frequent_items, {9, 10});
 
-BENCHMARK(datasketches_count_min)
-    ->Name("HeavyHitters/datasketches_count_min")
-    ->Iterations(peers::heavy_iterations())
-    ->Unit(benchmark::kNanosecond);
-BENCHMARK(datasketches_frequent_items)
-    ->Name("HeavyHitters/datasketches_frequent_items")
-    ->Arg(9)
-    ->Arg(10)
-    ->Iterations(peers::heavy_iterations())
-    ->Unit(benchmark::kNanosecond);
+}  // namespace

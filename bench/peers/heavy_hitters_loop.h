@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <vector>
 
@@ -70,6 +71,16 @@ void run_heavy(benchmark::State& state, Feed feed, Top top, Bytes bytes) {
 // One timed pass over the second half of the stream.
 [[nodiscard]] inline benchmark::IterationCount heavy_iterations() noexcept {
   return static_cast<benchmark::IterationCount>(kHeavyHalf / kHeavyBlock);
+}
+
+// Registers `run` as benchmark `name` over the stream, once per argument in `args` (none:
+// once, without one).
+inline bool register_heavy(const char* name, void (*run)(benchmark::State&),
+                           std::initializer_list<std::int64_t> args = {}) {
+  auto* b = benchmark::RegisterBenchmark(name, run);
+  for (const std::int64_t arg : args) b->Arg(arg);
+  b->Iterations(heavy_iterations())->Unit(benchmark::kNanosecond);
+  return true;
 }
 
 }  // namespace peers

@@ -109,21 +109,13 @@ void sketchd_hash_only(benchmark::State& state) {
   state.counters["hash_sum"] = static_cast<double>(sum);
 }
 
-}  // namespace
+const bool registered_one_by_one =
+    peers::register_heavy("HeavyHitters/sketchd_count_min+top_k", sketchd_one_by_one);
+const bool registered_batch =
+    peers::register_heavy("HeavyHitters/sketchd_count_min+top_k_batch", sketchd_batch);
+const bool registered_update =
+    peers::register_heavy("HeavyHitters/sketchd_count_min_update", sketchd_update_only);
+const bool registered_hash =
+    peers::register_heavy("HeavyHitters/sketchd_hash_only", sketchd_hash_only);
 
-BENCHMARK(sketchd_one_by_one)
-    ->Name("HeavyHitters/sketchd_count_min+top_k")
-    ->Iterations(peers::heavy_iterations())
-    ->Unit(benchmark::kNanosecond);
-BENCHMARK(sketchd_batch)
-    ->Name("HeavyHitters/sketchd_count_min+top_k_batch")
-    ->Iterations(peers::heavy_iterations())
-    ->Unit(benchmark::kNanosecond);
-BENCHMARK(sketchd_update_only)
-    ->Name("HeavyHitters/sketchd_count_min_update")
-    ->Iterations(peers::heavy_iterations())
-    ->Unit(benchmark::kNanosecond);
-BENCHMARK(sketchd_hash_only)
-    ->Name("HeavyHitters/sketchd_hash_only")
-    ->Iterations(peers::heavy_iterations())
-    ->Unit(benchmark::kNanosecond);
+}  // namespace
