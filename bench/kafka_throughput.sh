@@ -85,7 +85,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"${broker_cpu[@]}" "$sketchd" mock-kafka --topic "in:$partitions" --topic "out:$partitions" --topic "pipe:$partitions" \
+# An output topic per forward round: a new consumer group reads an output topic back from its
+# start before it forwards (docs/SEMANTICS.md, "A partition the group never committed"), and
+# would find every copy an earlier round forwarded there, and forward nothing.
+outputs=()
+for r in $(seq "$repeat"); do outputs+=(--topic "out-$r:$partitions"); done
+"${broker_cpu[@]}" "$sketchd" mock-kafka --topic "in:$partitions" "${outputs[@]}" --topic "pipe:$partitions" \
   >"$work/mock.out" 2>"$work/mock.err" &
 pids+=($!)
 for _ in $(seq 100); do
@@ -191,12 +196,16 @@ while time.time() < deadline:
 if last is None:
     sys.exit("sketchd did not consume every message in time")
 if output:  # the forward path: until every first-seen event is delivered
+    delivered = False
     while time.time() < deadline:
         text = scrape()
         if value(text, "sketchd_dedup_forwarded_total") >= value(text, "sketchd_dedup_first_seen_total") > 0:
             last = time.monotonic()
+            delivered = True
             break
         time.sleep(0.02)
+    if not delivered:
+        sys.exit("sketchd did not forward every first-seen event in time")
 if last == first:
     sys.exit(f"N={n} is too small to measure: every message was consumed between two scrapes"
              " (20 ms apart); use a larger N")
@@ -229,11 +238,11 @@ for r in $(seq "$repeat"); do
   rates[sketchd_key]+=" $(sketchd_rate "key-$r" "" "{ from: key }")"
   if [[ -n $other ]]; then
     if ((r % 2 == 1)); then rates[other]+=" $(SKETCHD=$other sketchd_rate "other-$r" "")"; fi
-    echo "round $r: sketchd${rates[sketchd]##* } other build${rates[other]##* } (msg/s); CPU ns per message by thread: other build $(cat "$work/other-$r.threads")"
+    echo "round $r: sketchd ${rates[sketchd]##* }, other build ${rates[other]##* } (msg/s); CPU ns per message by thread: other build $(cat "$work/other-$r.threads")"
   fi
   rates[bare_pipe]+=" $(bare_rate pipe "bare-pipe-$r" --output pipe)"
-  rates[sketchd_forward]+=" $(sketchd_rate "forward-$r" out)"
-  echo "round $r: bare consume${rates[bare_consume]##* } bare libc${rates[bare_libc]##* } sketchd${rates[sketchd]##* } sketchd key${rates[sketchd_key]##* } bare pipe${rates[bare_pipe]##* } sketchd forward${rates[sketchd_forward]##* } (msg/s)"
+  rates[sketchd_forward]+=" $(sketchd_rate "forward-$r" "out-$r")"
+  echo "round $r: bare consume ${rates[bare_consume]##* }, bare libc ${rates[bare_libc]##* }, sketchd ${rates[sketchd]##* }, sketchd key ${rates[sketchd_key]##* }, bare pipe ${rates[bare_pipe]##* }, sketchd forward ${rates[sketchd_forward]##* } (msg/s)"
   echo "         CPU ns per message by thread: sketchd $(cat "$work/sketchd-$r.threads")"
   echo "                                       sketchd key $(cat "$work/key-$r.threads")"
   echo "                                       bare consumer $(sed -n 's/^cpu ns per message: //p' "$work/bare-consume-$r.out")"
