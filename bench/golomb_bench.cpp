@@ -4,6 +4,12 @@
 // arrays is measured from the shell, with the array written out by --write_arrays DIR:
 //   build/bench/golomb_bench --write_arrays /tmp/arrays
 //   for f in /tmp/arrays/*.bin; do zstd -b19 "$f"; done
+//
+// window_record/CODING/FILL: a dedup window as sketchd snapshots and moves it (a rolling
+// filter of 4 generations, capacity 10M at an FPR of 0.001, the harness's settings scaled)
+// holding FILL% of its capacity, written plain (0) or with bit_coding::smaller (1), then
+// read back: the record's bytes against the memory's, and the time of each, which the
+// daemon spends between two batches at every snapshot.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -16,6 +22,7 @@
 #include "sketch/bloom.h"
 #include "sketch/bloom_math.h"
 #include "sketch/golomb.h"
+#include "sketch/rolling_bloom.h"
 
 namespace {
 
@@ -76,6 +83,50 @@ void decode(benchmark::State& state) {
 
 BENCHMARK(encode)->DenseRange(0, 2)->Unit(benchmark::kMillisecond);
 BENCHMARK(decode)->DenseRange(0, 2)->Unit(benchmark::kMillisecond);
+
+// The window after `fill` percent of its capacity, inserted in one go (the generations fill
+// one after the other: at 100%, every generation but the newest is full).
+sketch::rolling_bloom window(std::int64_t fill) {
+  sketch::rolling_bloom_options o;
+  o.window_ms = 3'600'000;
+  o.capacity = 10'000'000;
+  o.fpr = 0.001;
+  o.generations = 4;
+  o.seed = 7;
+  sketch::rolling_bloom r(o);
+  const std::uint64_t n = o.capacity * static_cast<std::uint64_t>(fill) / 100;
+  for (std::uint64_t i = 0; i < n; ++i) (void)r.test_and_insert(sketch::hash_bytes(&i, sizeof i, 7), 0);
+  return r;
+}
+
+void window_record(benchmark::State& state) {
+  const auto coding = state.range(0) == 0 ? sketch::bit_coding::plain : sketch::bit_coding::smaller;
+  const sketch::rolling_bloom r = window(state.range(1));
+  std::string record;
+  for (auto _ : state) {
+    record.clear();
+    r.serialize_to(record, coding);
+  }
+  state.counters["record_MB"] = static_cast<double>(record.size()) / 1e6;
+  state.counters["memory_MB"] = static_cast<double>(r.size_bytes()) / 1e6;
+}
+
+void window_restore(benchmark::State& state) {
+  const auto coding = state.range(0) == 0 ? sketch::bit_coding::plain : sketch::bit_coding::smaller;
+  const sketch::rolling_bloom r = window(state.range(1));
+  const std::string record = r.serialize(coding);
+  for (auto _ : state) benchmark::DoNotOptimize(sketch::rolling_bloom::deserialize(record));
+  state.counters["record_MB"] = static_cast<double>(record.size()) / 1e6;
+}
+
+BENCHMARK(window_record)
+    ->ArgsProduct({{0, 1}, {0, 10, 50, 100}})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK(window_restore)
+    ->ArgsProduct({{0, 1}, {0, 10, 50, 100}})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
 
 // --write_arrays DIR: writes each column's array as DIR/bloom_B_K.bin, for zstd.
 bool write_arrays(const char* dir) {

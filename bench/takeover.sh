@@ -23,13 +23,17 @@
 # rebalance; sketchd's share of a takeover is the difference to it.
 #
 # Modes:
-#   state_topic   state.topic set, fill_from_log false: B restores the shard from the topic;
+#   state_topic   state.topic set, fill_from_log false: B restores the shard from the topic,
+#                 its dedup window Golomb-coded where smaller (state.compression: auto, the
+#                 default);
+#   state_topic_plain  the same with state.compression: none: the shard as it is in memory;
 #   fill          no state topic, fill_from_log true (the default): B reads the partition's
 #                 log of the window again (N events) into its windows;
 #   cold          neither: B starts empty at the commit (what the group's rebalance costs
 #                 by itself, and where duplicates come from).
 #
-# Usage: bench/takeover.sh BUILD_DIR   (N=80000 REPEAT=3 by default)
+# Usage: bench/takeover.sh BUILD_DIR   (N=80000 REPEAT=3 MODES="state_topic state_topic_plain
+# fill cold" by default)
 set -euo pipefail
 
 build=${1:?usage: $0 BUILD_DIR}
@@ -37,6 +41,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../tests/integration/lib.sh"
 itest_init "$build/daemon/sketchd"
 n=${N:-80000}
 repeat=${REPEAT:-3}
+modes=${MODES:-state_topic state_topic_plain fill cold}
 
 start_mock_kafka "events:1" "unique:1"
 "$python" - "$n" >"$work/events" <<'EOF'
@@ -54,6 +59,7 @@ member_config() {
   local state
   case $4 in
     state_topic) state="state: { topic: state-$3, snapshot_interval: 30s, fill_from_log: false }" ;;
+    state_topic_plain) state="state: { topic: state-$3, snapshot_interval: 30s, fill_from_log: false, compression: none }" ;;
     fill) state="state: { fill_from_log: true }" ;;
     cold) state="state: { fill_from_log: false }" ;;
   esac
@@ -138,7 +144,7 @@ EOF
 }
 
 for ((r = 1; r <= repeat; r++)); do
-  for mode in state_topic fill cold; do round "$mode" "$r"; done
+  for mode in $modes; do round "$mode" "$r"; done
 done
 
 "$python" - "$work/results" <<'EOF'

@@ -364,13 +364,16 @@ void blocked_bloom_filter::recount() noexcept {
 //       12         8  bits_set: number of set bits (checked against the array on read)
 //       20    32 · B  the blocks, in order; block b is 8 words of 4 bytes,
 //                     word i of block b at offset 20 + 32b + 4i, bit j = (word >> j) & 1
-// All fields little-endian.
-void blocked_bloom_filter::serialize_to(std::string& to) const {
+// All fields little-endian. In a record of format version 4 the blocks are Golomb-coded
+// instead, as one array of words in that order (record_writer::bit_array): u8 1, u64 the
+// parameter, the code to the payload's end.
+void blocked_bloom_filter::serialize_to(std::string& to, bit_coding coding) const {
   detail::record_writer out(structure_type::blocked_bloom_filter, seed_, to);
+  const std::uint64_t set = bits_set();
   out.u64(bits());
   out.u32(kHashes);
-  out.u64(bits_set());
-  out.bytes(words_.data(), words_.size() * sizeof(std::uint32_t));
+  out.u64(set);
+  out.bit_array(words_, bits(), set, coding);
   std::move(out).finish_appended();
 }
 
@@ -382,12 +385,15 @@ blocked_bloom_filter blocked_bloom_filter::deserialize(std::string_view record, 
   in.require(bits >= kBlockBits && bits <= kMaxBits && bits % kBlockBits == 0,
              fmt::format("bits {} is not a multiple of 256 in [256, 2^40]", bits));
   in.require(hashes == kHashes, fmt::format("hashes {} is not {}", hashes, kHashes));
-  const std::uint64_t bytes = bits / 8;
-  in.require(in.remaining() == bytes, fmt::format("the bit array holds {} bytes, {} bits need {}",
-                                                  in.remaining(), bits, bytes));
+  if (in.version() < kCodedFormatVersion) {
+    // Checked before the array is allocated: a plain record holds all of it.
+    const std::uint64_t bytes = bits / 8;
+    in.require(in.remaining() == bytes, fmt::format("the bit array holds {} bytes, {} bits need {}",
+                                                    in.remaining(), bits, bytes));
+  }
 
   blocked_bloom_filter filter(bits, in.seed(), path);
-  in.bytes(filter.words_.data(), static_cast<std::size_t>(bytes));
+  in.read_bit_array(filter.words_, bits, bits_set);
   in.done();
   filter.recount();
   in.require(filter.bits_set_ == bits_set,

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "sketch/hash.h"
+#include "sketch/serialize.h"
 
 // The AVX2 path exists on x86 only; defining SKETCH_NO_AVX2 leaves it out (to build and
 // test the portable fallback on x86).
@@ -364,14 +365,16 @@ class blocked_bloom_filter {
   // std::invalid_argument unless B is even (so at least 2).
   [[nodiscard]] blocked_bloom_filter halved() const;
 
-  // The filter as one record of the library's binary format (sketch/serialize.h).
-  [[nodiscard]] std::string serialize() const {
+  // The filter as one record of the library's binary format (sketch/serialize.h), its bit
+  // array written as `coding` says: plain (a copy), Golomb-coded (the compressed Bloom filter
+  // of seed 002), or the smaller of the two.
+  [[nodiscard]] std::string serialize(bit_coding coding = bit_coding::plain) const {
     std::string out;
-    serialize_to(out);
+    serialize_to(out, coding);
     return out;
   }
   // The same record, appended to `out` (after what it holds).
-  void serialize_to(std::string& out) const;
+  void serialize_to(std::string& out, bit_coding coding = bit_coding::plain) const;
   // Reads a record written by serialize(). Throws format_error when the input is corrupt,
   // truncated, of another structure or holds parameters this class does not accept.
   [[nodiscard]] static blocked_bloom_filter deserialize(std::string_view record,

@@ -177,13 +177,14 @@ void bloom_filter::recount() noexcept {
 //       12        8  bits_set: number of set bits (checked against the array on read)
 //       20    8 · W  the bit array, W = ceil(m / 64) words, bit i in word i / 64 at bit
 //                    position i % 64; bits from m up are zero
-// All fields little-endian.
-void bloom_filter::serialize_to(std::string& to) const {
+// All fields little-endian. In a record of format version 4 the bit array is Golomb-coded
+// instead (record_writer::bit_array): u8 1, u64 the parameter, the code to the payload's end.
+void bloom_filter::serialize_to(std::string& to, bit_coding coding) const {
   detail::record_writer out(structure_type::bloom_filter, seed_, to);
   out.u64(bits_);
   out.u32(hashes_);
   out.u64(bits_set_);
-  out.bytes(words_.data(), words_.size() * sizeof(std::uint64_t));
+  out.bit_array(words_, bits_, bits_set_, coding);
   std::move(out).finish_appended();
 }
 
@@ -195,13 +196,15 @@ bloom_filter bloom_filter::deserialize(std::string_view record) {
   in.require(bits >= 1 && bits <= kMaxBits, fmt::format("bits {} is not in [1, 2^40]", bits));
   in.require(hashes >= 1 && hashes <= kMaxHashes,
              fmt::format("hashes {} is not in [1, {}]", hashes, kMaxHashes));
-  const std::uint64_t words = word_count(bits);
-  in.require(in.remaining() == words * sizeof(std::uint64_t),
-             fmt::format("the bit array holds {} bytes, {} bits need {}", in.remaining(), bits,
-                         words * sizeof(std::uint64_t)));
+  if (in.version() < kCodedFormatVersion) {
+    // Checked before the array is allocated: a plain record holds all of it.
+    const std::uint64_t bytes = word_count(bits) * sizeof(std::uint64_t);
+    in.require(in.remaining() == bytes, fmt::format("the bit array holds {} bytes, {} bits need {}",
+                                                    in.remaining(), bits, bytes));
+  }
 
   bloom_filter filter(bits, hashes, in.seed());
-  in.bytes(filter.words_.data(), filter.words_.size() * sizeof(std::uint64_t));
+  in.read_bit_array(filter.words_, bits, bits_set);
   in.done();
   const std::uint64_t used = bits % kWordBits;
   in.require(used == 0 || (filter.words_.back() >> used) == 0,

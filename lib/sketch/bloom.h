@@ -14,6 +14,7 @@
 
 #include "sketch/bloom_math.h"
 #include "sketch/hash.h"
+#include "sketch/serialize.h"
 
 namespace sketch {
 
@@ -111,14 +112,16 @@ class bloom_filter {
   // Throws std::invalid_argument unless m is a power of two and at least 128.
   [[nodiscard]] bloom_filter halved() const;
 
-  // The filter as one record of the library's binary format (sketch/serialize.h).
-  [[nodiscard]] std::string serialize() const {
+  // The filter as one record of the library's binary format (sketch/serialize.h), its bit
+  // array written as `coding` says: plain (a copy), Golomb-coded (the compressed Bloom filter
+  // of seed 002), or the smaller of the two.
+  [[nodiscard]] std::string serialize(bit_coding coding = bit_coding::plain) const {
     std::string out;
-    serialize_to(out);
+    serialize_to(out, coding);
     return out;
   }
   // The same record, appended to `out` (after what it holds).
-  void serialize_to(std::string& out) const;
+  void serialize_to(std::string& out, bit_coding coding = bit_coding::plain) const;
   // Reads a record written by serialize(). Throws format_error when the input is corrupt,
   // truncated, of another structure or holds parameters this class does not accept.
   [[nodiscard]] static bloom_filter deserialize(std::string_view record);

@@ -352,8 +352,9 @@ std::int64_t rolling_bloom::effective_window_ms(std::int64_t now_ms) const noexc
 //                   8  length L of the nested record (u64)
 //                   L  the generation: a blocked_bloom_filter record (sketch/serialize.h,
 //                      with its own header, seed and checksum)
-// All fields little-endian.
-void rolling_bloom::serialize_to(std::string& to) const {
+// All fields little-endian. The record is of format version 4 when a generation's record
+// is (its bit array Golomb-coded), else of version 3, whose size follows from the options.
+void rolling_bloom::serialize_to(std::string& to, bit_coding coding) const {
   detail::record_writer out(structure_type::rolling_bloom, options_.seed, to);
   out.i64(options_.window_ms);
   out.u64(options_.capacity);
@@ -368,19 +369,37 @@ void rolling_bloom::serialize_to(std::string& to) const {
     out.u64(inserted_[s]);
     // The generation's blocks, gathered into a filter of their own (they are interleaved
     // with the other generations'), written in place: one generation's copy at a time.
-    out.record_with([&](std::string& o) { slot_filter(s).serialize_to(o); });
+    bool coded = false;
+    out.record_with([&](std::string& o) {
+      const std::size_t at = o.size();
+      slot_filter(s).serialize_to(o, coding);
+      coded = detail::record_version(std::string_view(o).substr(at)) == kCodedFormatVersion;
+    });
+    if (coded) out.coded();
   }
   std::move(out).finish_appended();
 }
 
-rolling_bloom rolling_bloom::deserialize(std::string_view record) {
-  detail::record_reader in(record, structure_type::rolling_bloom);
+namespace {
+rolling_bloom_options read_options(detail::record_reader& in) {
   rolling_bloom_options o;
   o.window_ms = in.i64();
   o.capacity = in.u64();
   o.fpr = in.f64();
   o.generations = in.u32();
   o.seed = in.seed();
+  return o;
+}
+}  // namespace
+
+rolling_bloom_options rolling_bloom::record_options(std::string_view record) {
+  detail::record_reader in(record, structure_type::rolling_bloom);
+  return read_options(in);
+}
+
+rolling_bloom rolling_bloom::deserialize(std::string_view record) {
+  detail::record_reader in(record, structure_type::rolling_bloom);
+  const rolling_bloom_options o = read_options(in);
   const std::uint32_t newest = in.u32();
   const std::uint32_t live = in.u32();
   const std::uint64_t by_time = in.u64();
@@ -394,10 +413,19 @@ rolling_bloom rolling_bloom::deserialize(std::string_view record) {
   } catch (const std::invalid_argument& e) {
     in.require(false, fmt::format("options out of range: {}", e.what()));
   }
+  // A plain record holds every generation's array; a coded one (version 4) holds at least
+  // each generation's fields, and the arrays it describes are checked as they are decoded.
   constexpr std::uint64_t kNestedOverhead = 8 + 8 + 8 + kHeaderSize + 20 + kTrailerSize;
   const std::uint64_t expected = o.generations * (kNestedOverhead + bits / 8);
-  in.require(in.remaining() == expected,
-             fmt::format("{} bytes of generations, the options need {}", in.remaining(), expected));
+  if (in.version() < kCodedFormatVersion) {
+    in.require(
+        in.remaining() == expected,
+        fmt::format("{} bytes of generations, the options need {}", in.remaining(), expected));
+  } else {
+    in.require(in.remaining() >= o.generations * kNestedOverhead,
+               fmt::format("{} bytes of generations, fewer than the {} generations' fields",
+                           in.remaining(), o.generations));
+  }
   rolling_bloom r(o);
   const std::size_t g_count = r.options_.generations;
   in.require(newest < g_count,
@@ -413,9 +441,14 @@ rolling_bloom rolling_bloom::deserialize(std::string_view record) {
   for (std::size_t s = 0; s < g_count; ++s) {
     const std::int64_t start = in.i64();
     const std::uint64_t inserted = in.u64();
+    const std::string_view nested = in.record();
+    // Its size is checked before it allocates: a coded record's length does not bound it.
+    in.require(detail::record_first_u64(nested) == r.bits_per_generation(),
+               fmt::format("generation in slot {} has {} bits, the options give {}", s,
+                           detail::record_first_u64(nested), r.bits_per_generation()));
     blocked_bloom_filter f = [&] {
       try {
-        return blocked_bloom_filter::deserialize(in.record());
+        return blocked_bloom_filter::deserialize(nested);
       } catch (const format_error& e) {
         throw format_error(fmt::format("{}: generation in slot {}: {}",
                                        to_string(structure_type::rolling_bloom), s, e.what()));

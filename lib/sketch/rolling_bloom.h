@@ -202,18 +202,25 @@ class rolling_bloom {
 
   // The whole state (options, every generation with its start time and count, the ring
   // position, the rotation counters) as one record of the library's binary format
-  // (sketch/serialize.h).
-  [[nodiscard]] std::string serialize() const {
+  // (sketch/serialize.h). `coding` is that of each generation's bit array (bit_coding):
+  // with smaller, the empty and the sparse generations travel coded, the full ones plain.
+  [[nodiscard]] std::string serialize(bit_coding coding = bit_coding::plain) const {
     std::string out;
-    serialize_to(out);
+    serialize_to(out, coding);
     return out;
   }
   // The same record, appended to `out` (after what it holds).
-  void serialize_to(std::string& out) const;
+  void serialize_to(std::string& out, bit_coding coding = bit_coding::plain) const;
   // Reads a record written by serialize(). Throws format_error when the input is corrupt,
   // truncated, of another structure, or inconsistent (options out of range, generations of
   // another size or seed, counts beyond the share, unordered start times).
   [[nodiscard]] static rolling_bloom deserialize(std::string_view record);
+  // The options of a record written by serialize(), read without building the filter (the
+  // record's header and checksum are checked, its generations are not): for a reader that
+  // checks what a record describes before deserialize() allocates it, since a record whose
+  // generations are coded can be far smaller than their arrays. Throws format_error as
+  // deserialize() does.
+  [[nodiscard]] static rolling_bloom_options record_options(std::string_view record);
 
  private:
   // The ring slot of generation g < G.

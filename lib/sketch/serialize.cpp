@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include "sketch/golomb.h"
+
 namespace sketch {
 
 const char* to_string(structure_type type) noexcept {
@@ -55,6 +57,49 @@ void record_writer::complete() {
   u64(checksum);
 }
 
+void record_writer::coded() noexcept {
+  std::memcpy(out_->data() + start_ + 4, &kCodedFormatVersion, sizeof kCodedFormatVersion);
+}
+
+namespace {
+// The Golomb coding byte of a version 4 bit array.
+constexpr std::uint8_t kGolomb = 1;
+// At or above this share of set bits the code is not tried for bit_coding::smaller: the
+// code of an array with a share q of set bits takes about m·H(q) · (1 + a few %) bits, at
+// least m for q ≥ 0.45 (H(0.45) = 0.993).
+constexpr double kDenseShare = 0.45;
+}  // namespace
+
+template <class Word>
+bool record_writer::write_bit_array(std::span<const Word> words, std::uint64_t bits,
+                                    std::uint64_t set_bits, bit_coding coding) {
+  const std::size_t plain = words.size() * sizeof(Word);
+  const double share = bits == 0 ? 0 : static_cast<double>(set_bits) / static_cast<double>(bits);
+  if (coding == bit_coding::golomb || (coding == bit_coding::smaller && share < kDenseShare)) {
+    const std::size_t at = out_->size();
+    const std::uint64_t parameter = golomb_parameter(1 - share);
+    u8(kGolomb);
+    u64(parameter);
+    golomb_encode(words, bits, parameter, *out_);
+    if (coding == bit_coding::golomb || out_->size() - at < plain) {
+      coded();
+      return true;
+    }
+    out_->resize(at);
+  }
+  raw(words.data(), plain);
+  return false;
+}
+
+bool record_writer::bit_array(std::span<const std::uint64_t> words, std::uint64_t bits,
+                              std::uint64_t set_bits, bit_coding coding) {
+  return write_bit_array(words, bits, set_bits, coding);
+}
+bool record_writer::bit_array(std::span<const std::uint32_t> words, std::uint64_t bits,
+                              std::uint64_t set_bits, bit_coding coding) {
+  return write_bit_array(words, bits, set_bits, coding);
+}
+
 std::string record_writer::finish() && {
   complete();
   return std::move(own_);
@@ -75,17 +120,24 @@ record_reader::record_reader(std::string_view input, structure_type expected) : 
   std::uint16_t type = 0;
   std::uint64_t length = 0;
   std::memcpy(&version, input.data() + 4, 2);
+  version_ = version;
   std::memcpy(&type, input.data() + 6, 2);
   std::memcpy(&seed_, input.data() + 8, 8);
   std::memcpy(&length, input.data() + 16, 8);
-  // Version 2 differs from 3 only where the index sequence is used (serialize.h).
+  // Version 2 differs from 3 only where the index sequence is used, version 4 from 3 only
+  // in the Bloom filters' coded bit arrays (serialize.h).
   const bool same_since_2 = expected == structure_type::blocked_bloom_filter ||
                             expected == structure_type::rolling_bloom ||
                             expected == structure_type::top_k;
-  if (version != kFormatVersion && !(version == 2 && same_since_2)) {
-    throw format_version_error(
-        fmt::format("{}: format version {} is not supported (this build reads {})", what, version,
-                    kFormatVersion));
+  const bool codes = expected == structure_type::bloom_filter ||
+                     expected == structure_type::blocked_bloom_filter ||
+                     expected == structure_type::rolling_bloom;
+  const std::uint16_t oldest = same_since_2 ? 2 : kFormatVersion;
+  const std::uint16_t newest = codes ? kCodedFormatVersion : kFormatVersion;
+  if (version < oldest || version > newest) {
+    throw format_version_error(fmt::format(
+        "{}: format version {} is not supported (this build reads {})", what, version,
+        oldest == newest ? fmt::format("{}", oldest) : fmt::format("{} to {}", oldest, newest)));
   }
   // The length and the checksum before the type: a flipped bit in the type field is
   // corruption, to be reported as such, not as a record of another structure.
@@ -120,6 +172,36 @@ const char* record_reader::take(std::size_t size) {
   const char* p = payload_.data() + pos_;
   pos_ += size;
   return p;
+}
+
+template <class Word>
+void record_reader::read_array(std::span<Word> words, std::uint64_t bits, std::uint64_t set_bits) {
+  const std::uint64_t plain = (bits + sizeof(Word) * 8 - 1) / (sizeof(Word) * 8) * sizeof(Word);
+  if (version_ < kCodedFormatVersion) {
+    require(remaining() == plain,
+            fmt::format("the bit array holds {} bytes, {} bits need {}", remaining(), bits, plain));
+    bytes(words.data(), static_cast<std::size_t>(plain));
+    return;
+  }
+  const std::uint8_t coding = u8();
+  require(coding == kGolomb, fmt::format("bit array coding {} is not Golomb (1)", coding));
+  const std::uint64_t parameter = u64();
+  require(parameter >= 1 && parameter <= bits,
+          fmt::format("Golomb parameter {} is not in [1, {}]", parameter, bits));
+  require(set_bits <= bits, fmt::format("{} set bits, more than the {} bits", set_bits, bits));
+  const std::string_view code = view(remaining());
+  require(golomb_decode(code, parameter, set_bits, bits, words),
+          fmt::format("the Golomb code of {} bytes is not {} runs within {} bits", code.size(),
+                      set_bits, bits));
+}
+
+void record_reader::read_bit_array(std::span<std::uint64_t> words, std::uint64_t bits,
+                                   std::uint64_t set_bits) {
+  read_array(words, bits, set_bits);
+}
+void record_reader::read_bit_array(std::span<std::uint32_t> words, std::uint64_t bits,
+                                   std::uint64_t set_bits) {
+  read_array(words, bits, set_bits);
 }
 
 void record_reader::done() const {

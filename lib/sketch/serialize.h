@@ -5,7 +5,7 @@
 //   offset  size  field
 //   ------  ----  -----------------------------------------------------------------
 //        0     4  magic "SKCH"
-//        4     2  format version (kFormatVersion), little-endian
+//        4     2  format version (3 or 4, see below), little-endian
 //        6     2  structure type (sketch::structure_type), little-endian
 //        8     8  seed of the structure's hash, little-endian
 //       16     8  payload length L in bytes, little-endian
@@ -17,11 +17,19 @@
 // pattern. A reader checks the magic, the version, the length, the checksum and the type
 // before it looks at the payload, then checks every parameter; anything that does not fit
 // is a `format_error` naming what was wrong, never a crash or a silently empty structure.
+//
+// A record carries the oldest format version that describes it, so that a build reads every
+// record of a later build that holds nothing new to it: plain records are version 3
+// (kFormatVersion), and only a Bloom filter whose bit array is Golomb-coded (bit_coding
+// below), or a rolling filter holding one, is version 4 (kCodedFormatVersion). During a
+// rolling upgrade from a build before version 4, write plain records until every reader
+// is upgraded (sketchd's `state.compression: none`).
 #pragma once
 
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -38,6 +46,10 @@ inline constexpr char kMagic[4] = {'S', 'K', 'C', 'H'};
 // refused rather than misread (format_version_error). The blocked and rolling Bloom filters
 // and the top-k tracker do not use the sequence: their version 2 records read as version 3.
 inline constexpr std::uint16_t kFormatVersion = 3;
+// Version 4: the payload of a Bloom filter (classic or blocked) holds its bit array
+// Golomb-coded (sketch/golomb.h) instead of as words; a rolling filter's record is version 4
+// when one of its generations is (its size then no longer follows from its options).
+inline constexpr std::uint16_t kCodedFormatVersion = 4;
 inline constexpr std::size_t kHeaderSize = 24;
 inline constexpr std::size_t kTrailerSize = 8;
 
@@ -52,6 +64,22 @@ enum class structure_type : std::uint16_t {
 };
 
 [[nodiscard]] const char* to_string(structure_type type) noexcept;
+
+// How a Bloom filter's serialize() writes its bit array.
+enum class bit_coding : std::uint8_t {
+  // The words as they are (format version 3): as fast as a copy, and read by every build
+  // since version 3.
+  plain,
+  // Golomb-coded (format version 4), whatever its size: the compressed Bloom filter of seed
+  // 002, near m·H(p) bits for a share p of zero bits (within 1.5% for p ≥ 0.7), and about m
+  // bits, a little more, for a filter with half its bits set. Coding runs at about 100 MB of
+  // array per second (docs/PERFORMANCE.md), where plain runs at the speed of a copy.
+  golomb,
+  // Golomb-coded where that is smaller than plain, else plain: an empty or sparse array is
+  // coded, a filter near half full is copied (without trying to code it when its share of
+  // set bits is 45% or more).
+  smaller,
+};
 
 // A serialized input that is corrupt, truncated, of another format version or of another
 // structure type.
@@ -68,6 +96,22 @@ class format_version_error : public format_error {
 };
 
 namespace detail {
+
+// The format version of a record (its first bytes; 0 when too short to hold one).
+[[nodiscard]] inline std::uint16_t record_version(std::string_view record) noexcept {
+  std::uint16_t version = 0;
+  if (record.size() >= 6) std::memcpy(&version, record.data() + 4, sizeof version);
+  return version;
+}
+
+// The first u64 of a record's payload, where a Bloom filter keeps its size in bits (0 when
+// the record is too short to hold it): for a reader that checks the size a nested record
+// describes before that record allocates it.
+[[nodiscard]] inline std::uint64_t record_first_u64(std::string_view record) noexcept {
+  std::uint64_t value = 0;
+  if (record.size() >= kHeaderSize + 8) std::memcpy(&value, record.data() + kHeaderSize, 8);
+  return value;
+}
 
 // Writes a record: header, payload fields, then `finish()` adds the length and the
 // checksum. Either into a string of its own, which finish() returns, or appended to a
@@ -110,6 +154,21 @@ class record_writer {
     std::memcpy(out_->data() + at, &size, sizeof size);
   }
 
+  // A Bloom filter's bit array, `bits` bits of `words` (W = 64 or 32 bits per word, bit i
+  // at bit i % W of word i / W), of which `set_bits` are set, as the last field of the
+  // payload:
+  //   plain:   the words, little-endian (the record stays version 3);
+  //   golomb:  u8 coding (1 = Golomb), u64 parameter M, then the code of golomb_encode to
+  //            the payload's end (the record becomes version 4);
+  //   smaller: the smaller of the two.
+  // Returns whether it wrote the code. read_bit_array() reads it back.
+  bool bit_array(std::span<const std::uint64_t> words, std::uint64_t bits, std::uint64_t set_bits,
+                 bit_coding coding);
+  bool bit_array(std::span<const std::uint32_t> words, std::uint64_t bits, std::uint64_t set_bits,
+                 bit_coding coding);
+  // Marks the record as of format version 4 (a nested record is coded).
+  void coded() noexcept;
+
   // Returns the whole record (a writer of its own string); the writer is spent afterwards.
   [[nodiscard]] std::string finish() &&;
   // Completes the record appended to the caller's string; the writer is spent afterwards.
@@ -121,6 +180,9 @@ class record_writer {
     out_->append(static_cast<const char*>(data), size);
   }
   void complete();
+  template <class Word>
+  bool write_bit_array(std::span<const Word> words, std::uint64_t bits, std::uint64_t set_bits,
+                       bit_coding coding);
   std::string own_;
   std::string* out_;
   std::size_t start_;  // of the record in *out_
@@ -135,6 +197,8 @@ class record_reader {
   record_reader(std::string_view input, structure_type expected);
 
   [[nodiscard]] std::uint64_t seed() const noexcept { return seed_; }
+  // The record's format version: 2 to 4 (see kCodedFormatVersion).
+  [[nodiscard]] std::uint16_t version() const noexcept { return version_; }
 
   [[nodiscard]] std::uint8_t u8() { return pod<std::uint8_t>(); }
   [[nodiscard]] std::uint16_t u16() { return pod<std::uint16_t>(); }
@@ -155,6 +219,14 @@ class record_reader {
   [[nodiscard]] std::size_t remaining() const noexcept { return payload_.size() - pos_; }
   void done() const;
 
+  // The bit array written by record_writer::bit_array() as the payload's last field, into
+  // `words` (which must hold `bits` bits; bits from `bits` up are left zero): plain in a
+  // record of version 3 or earlier, Golomb-coded in one of version 4. Checks that the plain
+  // form has exactly the size of `bits` and that the code is well formed and of `set_bits`
+  // runs; the caller checks the count of set bits (a plain array's is not known here).
+  void read_bit_array(std::span<std::uint64_t> words, std::uint64_t bits, std::uint64_t set_bits);
+  void read_bit_array(std::span<std::uint32_t> words, std::uint64_t bits, std::uint64_t set_bits);
+
   // Throws format_error("<type>: <what>") when `ok` is false: for parameter checks.
   void require(bool ok, std::string_view what) const;
 
@@ -166,8 +238,11 @@ class record_reader {
     return v;
   }
   const char* take(std::size_t size);
+  template <class Word>
+  void read_array(std::span<Word> words, std::uint64_t bits, std::uint64_t set_bits);
 
   structure_type type_;
+  std::uint16_t version_ = 0;
   std::uint64_t seed_ = 0;
   std::string_view payload_;
   std::size_t pos_ = 0;

@@ -292,6 +292,26 @@ TEST(PipelineShards, ACorruptShardListIsRefusedAndLeavesNoShard) {
   EXPECT_EQ(feed(q, "z", 2), verdict::first_seen);
 }
 
+// A shard record with its dedup window coded (state.compression: auto) restores as the plain
+// one does.
+TEST(PipelineShards, ACompressedShardRestoresAsThePlainOne) {
+  pipeline_config config = sharded_config({"a", "b"});
+  config.heavy_hitters.reset();  // the Count-Min sketch is written as it is either way
+  pipeline p(config);
+  for (int i = 0; i < 500; ++i) static_cast<void>(feed(p, fmt::format("x{}", i), 2));
+  const std::optional<std::string> plain = p.save_shard(0, 2);
+  const std::optional<std::string> coded =
+      p.save_shard(0, 2, bit_coding_of(state_compression::automatic));
+  ASSERT_TRUE(plain && coded);
+  EXPECT_LT(coded->size(), plain->size() / 2);
+
+  pipeline q(config);
+  q.restore_shard(0, 2, *coded);
+  EXPECT_EQ(q.save_shard(0, 2), plain);
+  EXPECT_EQ(feed(q, "x7", 2, kStart + 1), verdict::duplicate);
+  EXPECT_EQ(feed(q, "x7", 1, kStart + 1), verdict::first_seen);  // another partition
+}
+
 // The state topic's shard records: one partition's shard saved by itself and made another
 // pipeline's shard of that partition, in place of the one it had; the others are untouched.
 TEST(PipelineShards, OneShardTravelsByItself) {

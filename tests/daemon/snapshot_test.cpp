@@ -408,6 +408,60 @@ TEST(PipelineState, RestoredPipelineAnswersAsBefore) {
   (void)restored.end_batch(now);
 }
 
+// state.compression: auto codes the dedup window's sparse generations (sketch/serialize.h's
+// format version 4). Such a state is far smaller, and restores to the same answers as the
+// plain one, which it equals once written back plain.
+TEST(PipelineState, ACompressedStateRestoresAsThePlainOne) {
+  pipeline_config config = clicks_config();
+  config.heavy_hitters.reset();  // the Count-Min sketch is written as it is either way
+  pipeline original(config);
+  const std::int64_t now = 1'790'000'000'000;
+  original.begin_batch();
+  for (int i = 0; i < 3000; ++i) (void)original.process(keyed(fmt::format("u{}", i)), now, now);
+  (void)original.end_batch(now);
+
+  const std::string plain = original.save_state();
+  const std::string coded = original.save_state(bit_coding_of(state_compression::automatic));
+  EXPECT_EQ(original.save_state(bit_coding_of(state_compression::none)), plain);
+  // 3,000 items in a window sized for far more: the dedup generations are nearly empty.
+  EXPECT_LT(coded.size(), plain.size() / 2);
+
+  pipeline restored(config);
+  restored.restore_state(coded);
+  EXPECT_EQ(restored.save_state(), plain);
+  for (const std::string item : {"u1", "u2999", "never"}) {
+    EXPECT_EQ(restored.seen(item), original.seen(item)) << item;
+  }
+  restored.begin_batch();
+  EXPECT_EQ(restored.process(keyed("u2"), now, now), verdict::duplicate);
+  (void)restored.end_batch(now);
+}
+
+// A dedup record whose options are not the configuration's is refused before it is read:
+// coded, it could describe arrays far larger than itself.
+TEST(PipelineState, ACompressedStateOfOtherDedupOptionsIsRefused) {
+  pipeline_config bigger = clicks_config();
+  bigger.dedup->capacity *= 1000;
+  pipeline original(bigger);
+  const std::string coded = original.save_state(sketch::bit_coding::golomb);
+  // The parameters' text is the configuration's, the dedup record is not.
+  std::string state = coded;
+  const std::string ours = pipeline::describe_parameters(clicks_config());
+  const std::string theirs = pipeline::describe_parameters(bigger);
+  ASSERT_EQ(state.compare(8, theirs.size(), theirs), 0);
+  state.replace(8, theirs.size(), ours);
+  const std::uint64_t length = ours.size();
+  std::memcpy(state.data(), &length, sizeof length);
+  try {
+    pipeline(clicks_config()).restore_state(state);
+    ADD_FAILURE() << "restored";
+  } catch (const state::snapshot_error& e) {
+    EXPECT_NE(std::string(e.what()).find("the structures do not match the parameters"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // The rotations counter of a restored pipeline counts those of the new run only: a
 // snapshot older than the last scrape would otherwise take the counter back, which
 // Prometheus reads as a reset and counts all the restored rotations again.

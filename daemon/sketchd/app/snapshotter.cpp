@@ -272,7 +272,9 @@ bool snapshotter::take(std::chrono::milliseconds wait, bool stoppable) {
     for (const auto& [topic, partition, next] : proc_.output_ends())
       snap.outputs.push_back({topic, partition, next});
     if (store_ != nullptr) {
-      for (const auto& p : pipelines_) snap.pipelines.emplace_back(p->name(), p->save_state());
+      const sketch::bit_coding coding = bit_coding_of(cfg_.compression);
+      for (const auto& p : pipelines_)
+        snap.pipelines.emplace_back(p->name(), p->save_state(coding));
       const auto written = store_->write(snap);
       snap.pipelines.clear();
       size_bytes_.Set(static_cast<double>(written.bytes));

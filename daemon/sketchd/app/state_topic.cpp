@@ -56,6 +56,7 @@ state_topic::state_topic(const config& cfg, const std::string& bootstrap_servers
     : topics_(topics),
       pipelines_(pipelines),
       name_(cfg.state.topic.value_or("")),
+      coding_(bit_coding_of(cfg.state.compression)),
       metadata_(metadata_client(cfg, bootstrap_servers)) {
   if (name_.empty()) throw std::invalid_argument("state_topic: no state.topic");
   const auto log = module_logger("state");
@@ -125,7 +126,7 @@ bool state_topic::write(std::span<const kafka::partition_offset> positions,
   std::size_t count = 0;
   for (const kafka::partition_offset& position : positions) {
     for (const auto& [p, topic] : readers_of(position.topic_index)) {
-      std::optional<std::string> saved = p->save_shard(topic, position.partition);
+      std::optional<std::string> saved = p->save_shard(topic, position.partition, coding_);
       if (!saved) continue;  // no message of the partition yet
       state::shard_snapshot s;
       s.shard = {p->name(), topics_[position.topic_index], position.partition};

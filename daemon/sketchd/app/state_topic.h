@@ -97,6 +97,7 @@ class state_topic {
   const std::vector<std::string>& topics_;
   const std::vector<std::unique_ptr<pipeline>>& pipelines_;
   std::string name_;
+  sketch::bit_coding coding_;  // of the shards' dedup windows (state.compression)
   std::unique_ptr<state::topic_store> store_;
   kafka::handle_ptr metadata_;                     // asks the input partitions' watermarks (read())
   std::map<std::string, std::string> parameters_;  // by pipeline

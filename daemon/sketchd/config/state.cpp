@@ -10,7 +10,7 @@ state_config read_state(checker& c, const field& f) {
   state_config s;
   const mapping m(c, f,
                   {"dir", "topic", "topic_partitions", "snapshot_interval",
-                   "discard_incompatible_snapshot", "fill_from_log"});
+                   "discard_incompatible_snapshot", "fill_from_log", "compression"});
   read_optional_text(c, m, "dir", s.dir);
   if (s.dir) s.dir_at = position_of(mark_of(*m.get("dir")));
   read_optional_topic(c, m, "topic", s.topic);
@@ -19,6 +19,8 @@ state_config read_state(checker& c, const field& f) {
          durations(c, std::chrono::milliseconds(1), kMaxInterval));
   m.read("discard_incompatible_snapshot", s.discard_incompatible_snapshot, booleans(c));
   m.read("fill_from_log", s.fill_from_log, booleans(c));
+  m.read("compression", s.compression,
+         choices(c, {state_compression::automatic, state_compression::none}));
   return s;
 }
 

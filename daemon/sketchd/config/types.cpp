@@ -24,6 +24,10 @@ std::string_view to_string(state_scope v) noexcept {
   return v == state_scope::instance ? "instance" : "partition";
 }
 
+std::string_view to_string(state_compression v) noexcept {
+  return v == state_compression::automatic ? "auto" : "none";
+}
+
 std::string_view to_string(generator_format v) noexcept {
   return v == generator_format::json ? "json" : "text";
 }

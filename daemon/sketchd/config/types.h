@@ -73,6 +73,11 @@ struct http_config {
   std::size_t max_connections = 512;
 };
 
+// How snapshots and shard records write the dedup windows' bit arrays: Golomb-coded where
+// that is smaller (auto: the empty and sparse generations, the compressed Bloom filter of
+// seed 002, sketch/serialize.h), or plain, which builds before the coded format read.
+enum class state_compression { automatic, none };
+
 struct state_config {
   std::optional<std::string> dir;  // no snapshots when unset
   source_position dir_at;
@@ -90,6 +95,7 @@ struct state_config {
   // The partitions the state topic is created with when missing; 0: as many as the input
   // topic with the most partitions.
   int topic_partitions = 0;
+  state_compression compression = state_compression::automatic;
 };
 
 enum class item_source { key, value, json, header };
@@ -183,6 +189,7 @@ struct config {
 [[nodiscard]] std::string_view to_string(item_source v) noexcept;
 [[nodiscard]] std::string_view to_string(clock_kind v) noexcept;
 [[nodiscard]] std::string_view to_string(state_scope v) noexcept;
+[[nodiscard]] std::string_view to_string(state_compression v) noexcept;  // auto, none
 [[nodiscard]] std::string_view to_string(generator_format v) noexcept;
 [[nodiscard]] std::string_view to_string(log_level v) noexcept;  // spdlog's short names
 [[nodiscard]] std::string_view to_string(log_format v) noexcept;
@@ -208,6 +215,9 @@ struct fmt::formatter<sketchd::clock_kind> : sketchd::detail::enum_formatter<ske
 template <>
 struct fmt::formatter<sketchd::state_scope>
     : sketchd::detail::enum_formatter<sketchd::state_scope> {};
+template <>
+struct fmt::formatter<sketchd::state_compression>
+    : sketchd::detail::enum_formatter<sketchd::state_compression> {};
 template <>
 struct fmt::formatter<sketchd::generator_format>
     : sketchd::detail::enum_formatter<sketchd::generator_format> {};

@@ -81,6 +81,12 @@ struct pipeline_summary {
   bool has_dedup = false;
 };
 
+// The coding of the dedup windows' bit arrays that `state.compression` asks for: smaller
+// (Golomb-coded where that is smaller) for auto, plain for none.
+[[nodiscard]] constexpr sketch::bit_coding bit_coding_of(state_compression c) noexcept {
+  return c == state_compression::none ? sketch::bit_coding::plain : sketch::bit_coding::smaller;
+}
+
 // The state of one pipeline: its windows, in shards. With scope: instance, one shard (a
 // rolling Count-Min sketch with its top-k, a rolling Bloom filter) takes every item. With
 // scope: partition, each input partition has its own shard, made when the partition's first
@@ -185,8 +191,9 @@ class pipeline {
   // pipeline's configuration, and state::snapshot_error when the state is corrupt (the
   // windows are then empty: the current structures are released before the state's are
   // built, so that the two are never held together). Both take the lock; call them
-  // between batches.
-  [[nodiscard]] std::string save_state() const;
+  // between batches. `coding` is how the dedup window's bit arrays are written
+  // (bit_coding_of(state.compression)); restore_state() reads every coding.
+  [[nodiscard]] std::string save_state(sketch::bit_coding coding = sketch::bit_coding::plain) const;
   void restore_state(std::string_view state);
   // scope: partition, the state topic (state/topic_store.h). save_shard() is the state of
   // the shard of input partition (`topic`, an index into config().topics, `partition`):
@@ -196,8 +203,9 @@ class pipeline {
   // the record's parameters were checked by the caller. Throws state::snapshot_error when the
   // state is corrupt or its structures do not match the configuration (the partition then
   // has no shard). Both take the lock; call them between batches.
-  [[nodiscard]] std::optional<std::string> save_shard(std::uint32_t topic,
-                                                      std::int32_t partition) const;
+  [[nodiscard]] std::optional<std::string> save_shard(
+      std::uint32_t topic, std::int32_t partition,
+      sketch::bit_coding coding = sketch::bit_coding::plain) const;
   void restore_shard(std::uint32_t topic, std::int32_t partition, std::string_view state);
   // After restore_state(): why the heavy-hitter window was not restored while the rest of
   // the state was (its record is of an older library format, written before the Count-Min
@@ -272,14 +280,14 @@ class pipeline {
   void collect_heavy_hitters(std::vector<prometheus::MetricFamily>& out) const;
   void collect_dedup(std::vector<prometheus::MetricFamily>& out) const;
   // save_state() and restore_state() of scope: partition (pipeline/state.cpp).
-  void save_shards(state::binary_writer& w) const;
+  void save_shards(state::binary_writer& w, sketch::bit_coding coding) const;
   // What the configuration builds (heavy hitters, dedup), without building it: what a
   // restored structure must match.
   [[nodiscard]] std::pair<std::optional<sketch::rolling_count_min_options>,
                           std::optional<sketch::rolling_bloom_options>>
   structure_options() const;
   // One shard's structures, as save_shards() writes each and save_shard() writes one.
-  static void write_structures(state::binary_writer& w, const shard& s);
+  static void write_structures(state::binary_writer& w, const shard& s, sketch::bit_coding coding);
   void restore_shards(state::binary_reader& r,
                       const std::optional<sketch::rolling_count_min_options>& heavy_options,
                       const std::optional<sketch::rolling_bloom_options>& dedup_options);

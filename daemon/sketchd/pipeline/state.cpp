@@ -83,7 +83,7 @@ std::string pipeline::describe_parameters(const pipeline_config& config, std::ui
   return out;
 }
 
-std::string pipeline::save_state() const {
+std::string pipeline::save_state(sketch::bit_coding coding) const {
   std::lock_guard lock(mutex_);
   std::string out;
   // Room for the whole state at once: growing by appends would double the buffer, holding
@@ -97,37 +97,35 @@ std::string pipeline::save_state() const {
   state::binary_writer w(out);
   w.bytes(parameters_);
   if (partition_scoped()) {
-    save_shards(w);
+    save_shards(w, coding);
   } else {
-    const shard& s = *shards_.front();
-    w.u8(s.heavy ? 1 : 0);
     // The structures are written in place: the state is held once more, not twice.
-    if (s.heavy) w.bytes_with([&](std::string& o) { s.heavy->serialize_to(o); });
-    w.u8(s.dedup ? 1 : 0);
-    if (s.dedup) w.bytes_with([&](std::string& o) { s.dedup->serialize_to(o); });
+    write_structures(w, *shards_.front(), coding);
   }
   w.i64(clock_.time_ms());
   w.i64(clock_.wall_ms());
   return out;
 }
 
-void pipeline::save_shards(state::binary_writer& w) const {
+void pipeline::save_shards(state::binary_writer& w, sketch::bit_coding coding) const {
   w.u32(static_cast<std::uint32_t>(shards_.size()));
   for (const auto& s : shards_) {
     w.bytes(config_.topics[s->topic]);
     w.i32(s->partition);
-    write_structures(w, *s);
+    write_structures(w, *s, coding);
   }
 }
 
-void pipeline::write_structures(state::binary_writer& w, const shard& s) {
+void pipeline::write_structures(state::binary_writer& w, const shard& s,
+                                sketch::bit_coding coding) {
   w.u8(s.heavy ? 1 : 0);
   if (s.heavy) w.bytes_with([&](std::string& o) { s.heavy->serialize_to(o); });
   w.u8(s.dedup ? 1 : 0);
-  if (s.dedup) w.bytes_with([&](std::string& o) { s.dedup->serialize_to(o); });
+  if (s.dedup) w.bytes_with([&](std::string& o) { s.dedup->serialize_to(o, coding); });
 }
 
-std::optional<std::string> pipeline::save_shard(std::uint32_t topic, std::int32_t partition) const {
+std::optional<std::string> pipeline::save_shard(std::uint32_t topic, std::int32_t partition,
+                                                sketch::bit_coding coding) const {
   if (!partition_scoped() || partition < 0 || topic >= shard_index_.size()) return std::nullopt;
   std::lock_guard lock(mutex_);
   const auto& index = shard_index_[topic];
@@ -138,7 +136,7 @@ std::optional<std::string> pipeline::save_shard(std::uint32_t topic, std::int32_
   out.reserve((s.heavy ? s.heavy->size_bytes() : 0) + (s.dedup ? s.dedup->size_bytes() : 0) +
               (std::size_t{64} << 10));
   state::binary_writer w(out);
-  write_structures(w, s);
+  write_structures(w, s, coding);
   return out;
 }
 
@@ -193,6 +191,17 @@ bool structures_match(const Shard& s,
                : same_options(s.dedup->options(), *dedup_options);
 }
 
+// Whether a dedup window's record carries the options the configuration gives (`share`: at
+// most the share of a partition's shard), read before the window is built: a record whose
+// generations are coded (state.compression) is far smaller than the arrays it describes,
+// so one written by something else must not make the restore allocate them.
+bool dedup_record_fits(std::string_view record,
+                       const std::optional<sketch::rolling_bloom_options>& expected, bool share) {
+  if (!expected) return false;
+  const sketch::rolling_bloom_options o = sketch::rolling_bloom::record_options(record);
+  return share ? same_shard_options(o, *expected) : same_options(o, *expected);
+}
+
 bool present(state::binary_reader& r) {
   const std::uint8_t flag = r.u8();
   if (flag > 1) r.fail("corrupt: a presence flag is neither 0 nor 1");
@@ -208,7 +217,12 @@ void read_shard_structures(state::binary_reader& r, Shard& s,
                            const std::optional<sketch::rolling_bloom_options>& dedup_options) {
   try {
     if (present(r)) s.heavy.emplace(sketch::rolling_count_min::deserialize(r.bytes()));
-    if (present(r)) s.dedup.emplace(sketch::rolling_bloom::deserialize(r.bytes()));
+    if (present(r)) {
+      const std::string_view record = r.bytes();
+      if (!dedup_record_fits(record, dedup_options, true))
+        r.fail("the structures of a shard do not match the parameters");
+      s.dedup.emplace(sketch::rolling_bloom::deserialize(record));
+    }
   } catch (const sketch::format_error& e) {
     r.fail(e.what());
   }
@@ -316,7 +330,12 @@ void pipeline::restore_state(std::string_view saved) {
             heavy_window_dropped_ = e.what();
           }
         }
-        if (present(r)) s.dedup.emplace(sketch::rolling_bloom::deserialize(r.bytes()));
+        if (present(r)) {
+          const std::string_view record = r.bytes();
+          if (!dedup_record_fits(record, dedup_options, false))
+            r.fail("the structures do not match the parameters");
+          s.dedup.emplace(sketch::rolling_bloom::deserialize(record));
+        }
       } catch (const sketch::format_error& e) {
         r.fail(e.what());
       }
