@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstddef>
 
+#include "sketch/hash.h"
+
 namespace sketch {
 namespace {
 
@@ -88,6 +90,31 @@ class bit_reader {
       if (count > limit) return false;
     }
   }
+  // One Golomb run when the buffer holds its whole code (the common case: a run's code is a
+  // few bits): `ones` 1 bits, a 0, then the remainder field of `width` = ⌈log2 M⌉ bits
+  // (`width` − 1 below `cut`). False, having read nothing, when it does not; the caller then
+  // reads the same bits the long way (unary(), get()).
+  bool golomb_run(std::uint64_t parameter, unsigned width, std::uint64_t cut, std::uint64_t& run) {
+    if (fill_ < 57) refill();
+    const auto ones = static_cast<unsigned>(std::countr_one(buffer_));
+    if (ones + 1 + width > fill_) return false;  // also when the buffer is all ones
+    unsigned used = ones + 1;
+    std::uint64_t remainder = 0;
+    if (width > 0) {
+      const std::uint64_t field = buffer_ >> used;  // used < 64: used + width ≤ fill_ ≤ 64
+      remainder = field & ((std::uint64_t{1} << (width - 1)) - 1);
+      used += width - 1;
+      if (remainder >= cut) {
+        remainder = ((remainder << 1) | ((field >> (width - 1)) & 1)) - cut;
+        ++used;
+      }
+    }
+    buffer_ = used == 64 ? 0 : buffer_ >> used;
+    fill_ -= used;
+    run = ones * parameter + remainder;
+    return true;
+  }
+
   // True when what is left is the zero padding of the last byte only.
   [[nodiscard]] bool at_padding() const { return next_ == end_ && fill_ < 8 && buffer_ == 0; }
 
@@ -131,6 +158,9 @@ std::uint64_t encode(std::span<const Word> words, std::uint64_t bits, std::uint6
                      std::string& out) {
   constexpr std::uint64_t kWordBits = sizeof(Word) * 8;
   const remainder_field field(parameter);
+  // ⌊(2^64 − 1) / M⌋: run · reciprocal / 2^64 is within 1 of run / M below 2^64 / M… for the
+  // runs of an array (under 2^40 bits), and never above it.
+  const std::uint64_t reciprocal = ~std::uint64_t{0} / parameter;
   bit_writer writer(out);
   std::uint64_t next = 0;  // the position after the previous set bit
   std::uint64_t set = 0;
@@ -139,16 +169,27 @@ std::uint64_t encode(std::span<const Word> words, std::uint64_t bits, std::uint6
     for (Word word = words[i]; word != 0; word &= static_cast<Word>(word - 1)) {
       const std::uint64_t position = i * kWordBits + static_cast<unsigned>(std::countr_zero(word));
       const std::uint64_t run = position - next;
-      const std::uint64_t quotient = run / parameter;
-      const std::uint64_t remainder = run - quotient * parameter;
-      writer.ones(quotient);
-      writer.put(0, 1);
-      if (remainder < field.cut) {
-        writer.put(remainder, field.width - 1);
-      } else if (field.width > 0) {
-        const std::uint64_t y = remainder + field.cut;  // width bits, high part first
-        writer.put(y >> 1, field.width - 1);
-        writer.put(y & 1, 1);
+      // run / M by the reciprocal: it gives the quotient or one less (when M divides run),
+      // corrected without a branch; a division took a third of the time.
+      std::uint64_t quotient = reduce(run, reciprocal);  // ⌊run · reciprocal / 2^64⌋
+      std::uint64_t remainder = run - quotient * parameter;
+      const bool short_by_one = remainder >= parameter;
+      quotient += short_by_one ? 1 : 0;
+      remainder -= short_by_one ? parameter : 0;
+      // The remainder's field, high part first: the value to put, least significant first.
+      // (Without a branch: which of the two lengths a remainder takes is a coin toss.)
+      const bool longer = field.width > 0 && remainder >= field.cut;
+      const std::uint64_t y = remainder + field.cut;  // width bits when longer
+      const std::uint64_t tail = longer ? (y >> 1) | ((y & 1) << (field.width - 1)) : remainder;
+      const unsigned tail_bits = (field.width == 0 ? 0 : field.width - 1) + (longer ? 1 : 0);
+      if (quotient + 1 + tail_bits <= 56) {
+        // The whole code in one put: quotient 1 bits, a 0, the field.
+        writer.put(((std::uint64_t{1} << quotient) - 1) | (tail << (quotient + 1)),
+                   static_cast<unsigned>(quotient + 1 + tail_bits));
+      } else {
+        writer.ones(quotient);
+        writer.put(0, 1);
+        writer.put(tail, tail_bits);
       }
       next = position + 1;
       ++set;
@@ -169,19 +210,23 @@ bool decode(std::string_view code, std::uint64_t parameter, std::uint64_t set_bi
   std::uint64_t next = 0;
   for (std::uint64_t i = 0; i < set_bits; ++i) {
     // The run ends at a bit below `bits`: run ≤ bits − 1 − next.
+    if (next >= bits) return false;
     const std::uint64_t room = bits - 1 - next;
-    std::uint64_t quotient = 0;
-    if (next >= bits || !reader.unary(room / parameter, quotient)) return false;
-    std::uint64_t remainder = 0;
-    if (field.width > 0) {
-      if (!reader.get(field.width - 1, remainder)) return false;
-      if (remainder >= field.cut) {
-        std::uint64_t low = 0;
-        if (!reader.get(1, low)) return false;
-        remainder = ((remainder << 1) | low) - field.cut;
+    std::uint64_t run = 0;
+    if (!reader.golomb_run(parameter, field.width, field.cut, run)) {
+      std::uint64_t quotient = 0;
+      if (!reader.unary(room / parameter, quotient)) return false;
+      std::uint64_t remainder = 0;
+      if (field.width > 0) {
+        if (!reader.get(field.width - 1, remainder)) return false;
+        if (remainder >= field.cut) {
+          std::uint64_t low = 0;
+          if (!reader.get(1, low)) return false;
+          remainder = ((remainder << 1) | low) - field.cut;
+        }
       }
+      run = quotient * parameter + remainder;
     }
-    const std::uint64_t run = quotient * parameter + remainder;
     if (run > room) return false;
     const std::uint64_t position = next + run;
     words[static_cast<std::size_t>(position / kWordBits)] |=

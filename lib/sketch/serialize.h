@@ -72,7 +72,7 @@ enum class bit_coding : std::uint8_t {
   plain,
   // Golomb-coded (format version 4), whatever its size: the compressed Bloom filter of seed
   // 002, near m·H(p) bits for a share p of zero bits (within 1.5% for p ≥ 0.7), and about m
-  // bits, a little more, for a filter with half its bits set. Coding runs at about 100 MB of
+  // bits, a little more, for a filter with half its bits set. Coding runs at 50 to 150 MB of
   // array per second (docs/PERFORMANCE.md), where plain runs at the speed of a copy.
   golomb,
   // Golomb-coded where that is smaller than plain, else plain: an empty or sparse array is
