@@ -53,6 +53,7 @@ state:
   snapshot_interval: 1m
   discard_incompatible_snapshot: yes
   fill_from_log: no
+  compression: none
 pipelines:
   - name: clicks.v2
     topics: [events, more-events]
@@ -113,6 +114,7 @@ log:
   EXPECT_EQ(c.state.snapshot_interval, std::chrono::minutes(1));
   EXPECT_TRUE(c.state.discard_incompatible_snapshot);
   EXPECT_FALSE(c.state.fill_from_log);
+  EXPECT_EQ(c.state.compression, state_compression::none);
 
   ASSERT_EQ(c.pipelines.size(), 2u);
   const pipeline_config& p = c.pipelines[0];
@@ -173,6 +175,7 @@ TEST(Config, LeftOutKeysTakeTheirDefaults) {
   EXPECT_EQ(c.state.snapshot_interval, std::chrono::seconds(30));
   EXPECT_FALSE(c.state.discard_incompatible_snapshot);
   EXPECT_TRUE(c.state.fill_from_log);
+  EXPECT_EQ(c.state.compression, state_compression::automatic);
   const pipeline_config& p = c.pipelines.at(0);
   EXPECT_EQ(p.item.from, item_source::key);
   EXPECT_EQ(p.clock, clock_kind::event);
@@ -657,6 +660,12 @@ TEST(ConfigErrors, FillFromLogIsABoolean) {
   EXPECT_THAT(errors_of(load(std::string(kMinimal) + "state: { fill_from_log: maybe }\n")),
               ElementsAre("test.yaml:8:25: state.fill_from_log: expected true or false, got "
                           "\"maybe\""));
+}
+
+TEST(ConfigErrors, CompressionIsAutoOrNone) {
+  EXPECT_THAT(errors_of(load(std::string(kMinimal) + "state: { compression: zstd }\n")),
+              ElementsAre("test.yaml:8:23: state.compression: expected one of auto, none, got "
+                          "\"zstd\""));
 }
 
 TEST(ConfigErrors, GeneratorSizeAndRateHaveAnUpperBound) {
