@@ -158,8 +158,8 @@ std::uint64_t encode(std::span<const Word> words, std::uint64_t bits, std::uint6
                      std::string& out) {
   constexpr std::uint64_t kWordBits = sizeof(Word) * 8;
   const remainder_field field(parameter);
-  // ⌊(2^64 − 1) / M⌋: run · reciprocal / 2^64 is within 1 of run / M below 2^64 / M… for the
-  // runs of an array (under 2^40 bits), and never above it.
+  // ⌊(2^64 − 1) / M⌋: for a run below 2^40 (an array's), ⌊run · reciprocal / 2^64⌋ falls
+  // short of run / M by under run / 2^64 < 2^−24, so it is ⌊run / M⌋ or one less.
   const std::uint64_t reciprocal = ~std::uint64_t{0} / parameter;
   bit_writer writer(out);
   std::uint64_t next = 0;  // the position after the previous set bit
@@ -169,8 +169,8 @@ std::uint64_t encode(std::span<const Word> words, std::uint64_t bits, std::uint6
     for (Word word = words[i]; word != 0; word &= static_cast<Word>(word - 1)) {
       const std::uint64_t position = i * kWordBits + static_cast<unsigned>(std::countr_zero(word));
       const std::uint64_t run = position - next;
-      // run / M by the reciprocal: it gives the quotient or one less (when M divides run),
-      // corrected without a branch; a division took a third of the time.
+      // run / M by the reciprocal: the quotient or one less, corrected without a branch (a
+      // division took a third of the encoder's time).
       std::uint64_t quotient = reduce(run, reciprocal);  // ⌊run · reciprocal / 2^64⌋
       std::uint64_t remainder = run - quotient * parameter;
       const bool short_by_one = remainder >= parameter;
