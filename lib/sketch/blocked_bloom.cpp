@@ -385,12 +385,7 @@ blocked_bloom_filter blocked_bloom_filter::deserialize(std::string_view record, 
   in.require(bits >= kBlockBits && bits <= kMaxBits && bits % kBlockBits == 0,
              fmt::format("bits {} is not a multiple of 256 in [256, 2^40]", bits));
   in.require(hashes == kHashes, fmt::format("hashes {} is not {}", hashes, kHashes));
-  if (in.version() < kCodedFormatVersion) {
-    // Checked before the array is allocated: a plain record holds all of it.
-    const std::uint64_t bytes = bits / 8;
-    in.require(in.remaining() == bytes, fmt::format("the bit array holds {} bytes, {} bits need {}",
-                                                    in.remaining(), bits, bytes));
-  }
+  in.require_bit_array_size(bits, sizeof(std::uint32_t));  // before the array is allocated
 
   blocked_bloom_filter filter(bits, in.seed(), path);
   in.read_bit_array(filter.words_, bits, bits_set);

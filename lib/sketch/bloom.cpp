@@ -196,12 +196,7 @@ bloom_filter bloom_filter::deserialize(std::string_view record) {
   in.require(bits >= 1 && bits <= kMaxBits, fmt::format("bits {} is not in [1, 2^40]", bits));
   in.require(hashes >= 1 && hashes <= kMaxHashes,
              fmt::format("hashes {} is not in [1, {}]", hashes, kMaxHashes));
-  if (in.version() < kCodedFormatVersion) {
-    // Checked before the array is allocated: a plain record holds all of it.
-    const std::uint64_t bytes = word_count(bits) * sizeof(std::uint64_t);
-    in.require(in.remaining() == bytes, fmt::format("the bit array holds {} bytes, {} bits need {}",
-                                                    in.remaining(), bits, bytes));
-  }
+  in.require_bit_array_size(bits, sizeof(std::uint64_t));  // before the array is allocated
 
   bloom_filter filter(bits, hashes, in.seed());
   in.read_bit_array(filter.words_, bits, bits_set);

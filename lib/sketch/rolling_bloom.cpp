@@ -454,9 +454,6 @@ rolling_bloom rolling_bloom::deserialize(std::string_view record) {
                                        to_string(structure_type::rolling_bloom), s, e.what()));
       }
     }();
-    in.require(f.bits() == r.bits_per_generation(),
-               fmt::format("generation in slot {} has {} bits, the options give {}", s, f.bits(),
-                           r.bits_per_generation()));
     in.require(
         f.seed() == o.seed,
         fmt::format("generation in slot {} has seed {:#x}, the record {:#x}", s, f.seed(), o.seed));

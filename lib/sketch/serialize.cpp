@@ -174,13 +174,25 @@ const char* record_reader::take(std::size_t size) {
   return p;
 }
 
+namespace {
+std::uint64_t plain_bytes(std::uint64_t bits, std::size_t word_bytes) {
+  return (bits + word_bytes * 8 - 1) / (word_bytes * 8) * word_bytes;
+}
+}  // namespace
+
+void record_reader::require_bit_array_size(std::uint64_t bits, std::size_t word_bytes) const {
+  if (version_ >= kCodedFormatVersion) return;
+  const std::uint64_t plain = plain_bytes(bits, word_bytes);
+  require(remaining() == plain,
+          fmt::format("the bit array holds {} bytes, {} bits need {}", remaining(), bits, plain));
+}
+
 template <class Word>
 void record_reader::read_array(std::span<Word> words, std::uint64_t bits, std::uint64_t set_bits) {
-  const std::uint64_t plain = (bits + sizeof(Word) * 8 - 1) / (sizeof(Word) * 8) * sizeof(Word);
   if (version_ < kCodedFormatVersion) {
-    require(remaining() == plain,
-            fmt::format("the bit array holds {} bytes, {} bits need {}", remaining(), bits, plain));
-    bytes(words.data(), static_cast<std::size_t>(plain));
+    // Sized by require_bit_array_size(); a shorter payload ends early here, a longer one at
+    // done().
+    bytes(words.data(), static_cast<std::size_t>(plain_bytes(bits, sizeof(Word))));
     return;
   }
   const std::uint8_t coding = u8();

@@ -219,10 +219,14 @@ class record_reader {
   [[nodiscard]] std::size_t remaining() const noexcept { return payload_.size() - pos_; }
   void done() const;
 
+  // Before the caller allocates the bit array of `bits` bits in words of `word_bytes` bytes:
+  // in a plain record (version 3 or earlier) it must fill the rest of the payload exactly.
+  // A coded record's length does not bound its array: the caller bounds `bits` otherwise.
+  void require_bit_array_size(std::uint64_t bits, std::size_t word_bytes) const;
   // The bit array written by record_writer::bit_array() as the payload's last field, into
   // `words` (which must hold `bits` bits; bits from `bits` up are left zero): plain in a
-  // record of version 3 or earlier, Golomb-coded in one of version 4. Checks that the plain
-  // form has exactly the size of `bits` and that the code is well formed and of `set_bits`
+  // record of version 3 or earlier (its size checked by require_bit_array_size()),
+  // Golomb-coded in one of version 4, the code checked to be well formed and of `set_bits`
   // runs; the caller checks the count of set bits (a plain array's is not known here).
   void read_bit_array(std::span<std::uint64_t> words, std::uint64_t bits, std::uint64_t set_bits);
   void read_bit_array(std::span<std::uint32_t> words, std::uint64_t bits, std::uint64_t set_bits);
