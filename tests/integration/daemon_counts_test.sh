@@ -102,6 +102,8 @@ start_daemon "$work/sketchd.yaml"
 items_series="sketchd_pipeline_items_total{pipeline=\"$pipeline\"}"
 wait_metric "$items_series" -ge "$events" 60
 log "items_total reached $metric"
+# Published later in the same turn as the items.
+wait_metric "sketchd_messages_consumed_total{topic=\"$topic\"}" -ge "$events" 60
 # A batch later nothing more may arrive: every message was read once.
 sleep 1
 scrape

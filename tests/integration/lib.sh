@@ -404,6 +404,23 @@ wait_metric() {
   fail "$series is \"$metric\" after $limit s, expected $op $target"
 }
 
+# wait_stable SERIES SECONDS: scrapes once a second until two scrapes in a row give the
+# sample the same value, which is left in $metric; fails after SECONDS. For a count whose
+# final value is not known beforehand, once what feeds it has stopped.
+wait_stable() {
+  local series=$1 limit=$(($2 * slow)) last=
+  local deadline=$((SECONDS + limit))
+  while ((SECONDS < deadline)); do
+    kill -0 "$daemon_pid" 2>/dev/null || fail "sketchd exited while waiting for $series to settle"
+    scrape
+    metric=$(metric_value "$work/metrics.txt" "$series")
+    [[ -n $metric && $metric == "$last" ]] && return 0
+    last=$metric
+    sleep 1
+  done
+  fail "$series did not settle within $limit s (last \"$metric\")"
+}
+
 # wait_committed PARTITIONS SECONDS [FRESH]: scrapes until sketchd_kafka_consumer_lag_messages
 # has PARTITIONS samples, all 0: the group has committed every message of the partitions
 # the daemon holds. The lag comes with the client's statistics (statistics.interval.ms,
