@@ -9,7 +9,8 @@
 // filter of 4 generations, capacity 10M at an FPR of 0.001, the harness's settings scaled)
 // holding FILL% of its capacity, written plain (0) or with bit_coding::smaller (1), then
 // read back: the record's bytes against the memory's, and the time of each, which the
-// daemon spends between two batches at every snapshot.
+// daemon spends between two batches at every snapshot. window_sizing/SIZING: the full window
+// sized for memory (0) or for transmission (1, dedup.sizing): bytes moved, memory and FPR.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -86,16 +87,20 @@ BENCHMARK(decode)->DenseRange(0, 2)->Unit(benchmark::kMillisecond);
 
 // The window after `fill` percent of its capacity, inserted in one go (the generations fill
 // one after the other: at 100%, every generation but the newest is full).
-sketch::rolling_bloom window(std::int64_t fill) {
+// With `transmission`, its generations are sized as dedup.sizing: transmission sizes them
+// (rolling_bloom::transmission_fpr).
+sketch::rolling_bloom window(std::int64_t fill, bool transmission = false) {
   sketch::rolling_bloom_options o;
   o.window_ms = 3'600'000;
   o.capacity = 10'000'000;
   o.fpr = 0.001;
   o.generations = 4;
   o.seed = 7;
+  if (transmission) o.fpr = sketch::rolling_bloom::transmission_fpr(o);
   sketch::rolling_bloom r(o);
   const std::uint64_t n = o.capacity * static_cast<std::uint64_t>(fill) / 100;
-  for (std::uint64_t i = 0; i < n; ++i) (void)r.test_and_insert(sketch::hash_bytes(&i, sizeof i, 7), 0);
+  for (std::uint64_t i = 0; i < n; ++i)
+    (void)r.test_and_insert(sketch::hash_bytes(&i, sizeof i, 7), 0);
   return r;
 }
 
@@ -127,6 +132,29 @@ BENCHMARK(window_restore)
     ->ArgsProduct({{0, 1}, {0, 10, 50, 100}})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
+
+// window_sizing/SIZING: the full window (100%) sized for memory (0) or for transmission (1),
+// written with bit_coding::smaller: the record's and the memory's bytes, the rate it is sized
+// for and the rate measured with 2M absent items.
+void window_sizing(benchmark::State& state) {
+  const sketch::rolling_bloom r = window(100, state.range(0) == 1);
+  std::string record;
+  for (auto _ : state) {
+    record.clear();
+    r.serialize_to(record, sketch::bit_coding::smaller);
+  }
+  std::uint64_t false_positives = 0;
+  constexpr std::uint64_t kQueries = 2'000'000;
+  for (std::uint64_t i = std::uint64_t{1} << 40; i < (std::uint64_t{1} << 40) + kQueries; ++i) {
+    false_positives += r.contains(sketch::hash_bytes(&i, sizeof i, 7)) ? 1 : 0;
+  }
+  state.counters["record_MB"] = static_cast<double>(record.size()) / 1e6;
+  state.counters["memory_MB"] = static_cast<double>(r.size_bytes()) / 1e6;
+  state.counters["sized_fpr"] = r.target_fpr();
+  state.counters["measured_fpr"] = static_cast<double>(false_positives) / kQueries;
+}
+
+BENCHMARK(window_sizing)->DenseRange(0, 1)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 // --write_arrays DIR: writes each column's array as DIR/bloom_B_K.bin, for zstd.
 bool write_arrays(const char* dir) {

@@ -6,6 +6,7 @@
 #include <exception>
 #include <string>
 
+#include "sketch/rolling_bloom.h"
 #include "sketchd/app/app.h"
 #include "sketchd/app/signals.h"
 #include "sketchd/commands.h"
@@ -14,6 +15,32 @@
 #include "sketchd/util/logging.h"
 
 namespace sketchd {
+namespace {
+
+// The parameters dedup.sizing: transmission derives, one line for each pipeline that has it.
+void log_transmission_sizing(const pipeline_config& p) {
+  if (!p.dedup || p.dedup->sizing != dedup_sizing::transmission) return;
+  const dedup_config& d = *p.dedup;
+  sketch::rolling_bloom_options o;
+  o.window_ms = d.window.count();
+  o.capacity = d.capacity;
+  o.generations = d.generations;
+  o.fpr = d.fpr;
+  const std::uint64_t memory_bits = sketch::rolling_bloom::generation_bits(o);
+  o.fpr = sized_fpr(d);
+  const std::uint64_t bits = sketch::rolling_bloom::generation_bits(o);
+  constexpr double kMB = 1e6;
+  spdlog::info(
+      "pipeline {}: dedup sized for transmission: generations of {:.4g} MB for a window rate of "
+      "{} (fpr {}; sized for memory, {:.4g} MB each), {:.4g} MB in all; a full generation "
+      "Golomb-coded takes about {:.4g} MB in snapshots and shards",
+      p.name, static_cast<double>(bits) / 8 / kMB, o.fpr, d.fpr,
+      static_cast<double>(memory_bits) / 8 / kMB,
+      static_cast<double>(bits) / 8 / kMB * d.generations,
+      sketch::rolling_bloom::full_generation_coded_bits(o) / 8 / kMB);
+}
+
+}  // namespace
 
 int run_command(const std::string& config_path) {
   // First, so that a stop requested while the configuration loads is a clean stop too. A
@@ -31,6 +58,7 @@ int run_command(const std::string& config_path) {
     spdlog::info("sketchd {} (revision {}) starting: configuration {}, pipeline(s) {}",
                  SKETCHD_VERSION, build_revision(), config_path, names);
   }
+  for (const auto& p : loaded.value->pipelines) log_transmission_sizing(p);
   try {
     const std::unique_ptr<app::app> daemon = app::app::build(*loaded.value);
     if (!daemon) return 1;

@@ -238,6 +238,19 @@ bool decode(std::string_view code, std::uint64_t parameter, std::uint64_t set_bi
 
 }  // namespace
 
+double golomb_bits_per_run(double zero_fraction, std::uint64_t parameter) noexcept {
+  const double p = zero_fraction;
+  const double pm = std::pow(p, static_cast<double>(parameter));
+  double bits = pm / (1 - pm) + 1;  // E[⌊r/M⌋] = p^M / (1 − p^M), and the unary's end
+  if (parameter > 1) {
+    const int width = std::bit_width(parameter - 1);
+    const std::uint64_t cut = (std::uint64_t{1} << width) - parameter;
+    // P(r mod M < cut) = (1 − p^cut) / (1 − p^M): those remainders take one bit less.
+    bits += width - (1 - std::pow(p, static_cast<double>(cut))) / (1 - pm);
+  }
+  return bits;
+}
+
 std::uint64_t golomb_parameter(double zero_fraction) noexcept {
   const double p = zero_fraction;
   if (!(p > 0.5)) return 1;  // p^1 + p^2 ≤ 1 for p ≤ 0.618…; p ≤ 1/2 as well

@@ -39,6 +39,12 @@ namespace sketch {
 // (an array without set bits) gives 1, and then no run is written anyway.
 [[nodiscard]] std::uint64_t golomb_parameter(double zero_fraction) noexcept;
 
+// The expected length in bits of the code of one run (one set bit) for runs geometric with
+// zero probability p = `zero_fraction` in [0, 1): E[⌊r/M⌋] + 1 for the unary part, plus the
+// truncated binary remainder's ⌈log2 M⌉ bits less one for the 2^⌈log2 M⌉ − M short codes,
+// in closed form (the remainder is geometric truncated to [0, M)). M ≥ 1.
+[[nodiscard]] double golomb_bits_per_run(double zero_fraction, std::uint64_t parameter) noexcept;
+
 // The Golomb code, with parameter M, of bits [0, bits) of an array (bit i of the array is
 // bit i % W of words[i / W], W = 64 or 32), appended to `out`, padded with zero bits to a
 // whole byte. Writes one run per set bit; the zeros after the last set bit are not written

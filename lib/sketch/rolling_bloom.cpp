@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <stdexcept>
+#include <string>
 
 #include "sketch/serialize.h"
 
@@ -177,6 +179,52 @@ std::int64_t rolling_bloom::slice_ms(const rolling_bloom_options& options) {
 
 std::uint64_t rolling_bloom::generation_bits(const rolling_bloom_options& options) {
   return sketch::generation_bits(options);
+}
+
+double rolling_bloom::full_generation_coded_bits(const rolling_bloom_options& options) {
+  const std::uint64_t bits = sketch::generation_bits(options);
+  const auto items = static_cast<double>(generation_capacity(options));
+  // Each item sets bit j of word w of its block with probability 1/(32·B) = 8/m.
+  const double set_share = -std::expm1(items * std::log1p(-8.0 / static_cast<double>(bits)));
+  return expected_smaller_bits(bits, set_share);
+}
+
+namespace {
+// The least decimal of three significant digits at or above x > 0, read from its text so
+// that every build rounds it the same way.
+double three_digits_up(double x) {
+  const int exponent = static_cast<int>(std::floor(std::log10(x))) - 2;
+  const double scaled = x / std::pow(10.0, exponent);  // in [100, 1000), about
+  const auto digits = static_cast<long long>(std::ceil(scaled * (1 - 1e-12)));
+  const std::string text = fmt::format("{}e{}", digits, exponent);
+  return std::strtod(text.c_str(), nullptr);
+}
+}  // namespace
+
+double rolling_bloom::transmission_fpr(const rolling_bloom_options& options) {
+  const auto memory_bits = static_cast<double>(sketch::generation_bits(options));
+  rolling_bloom_options o = options;
+  const auto fits = [&](double fpr) {
+    o.fpr = fpr;
+    try {
+      return static_cast<double>(sketch::generation_bits(o)) <= 2 * memory_bits &&
+             full_generation_coded_bits(o) <= memory_bits;
+    } catch (const std::invalid_argument&) {
+      return false;  // more bits than a generation may have
+    }
+  };
+  // Bisection on log f between options.fpr (fits: its code is at most its array) and a rate
+  // a million times lower (at 8 bits per item, twice the memory lowers the rate by a factor
+  // of a few hundred: twice 22 bits per item takes 2.5e-4 to about 6e-7).
+  double hi = options.fpr;
+  double lo = options.fpr * 1e-6;
+  if (fits(lo)) return three_digits_up(lo);
+  for (int i = 0; i < 60 && hi / lo > 1 + 1e-9; ++i) {
+    const double mid = std::sqrt(lo * hi);
+    (fits(mid) ? hi : lo) = mid;
+  }
+  const double rounded = three_digits_up(hi);
+  return rounded < options.fpr && fits(rounded) ? rounded : options.fpr;
 }
 
 rolling_bloom::rolling_bloom(const rolling_bloom_options& options, simd_path path)

@@ -199,6 +199,23 @@ class rolling_bloom {
   // std::invalid_argument, as the constructor does, for options out of range.
   [[nodiscard]] static std::int64_t slice_ms(const rolling_bloom_options& options);
   [[nodiscard]] static std::uint64_t generation_bits(const rolling_bloom_options& options);
+  // The expected bits of a full generation (its share c of items inserted) written with
+  // bit_coding::smaller (expected_smaller_bits): each of its m bits is set with probability
+  // 1 − (1 − 8/m)^c, since an item sets one of the 32 bits of each of its block's 8 words.
+  [[nodiscard]] static double full_generation_coded_bits(const rolling_bloom_options& options);
+  // Sizing for transmission (seed 002's compressed Bloom filter; M. Mitzenmacher, "Compressed
+  // Bloom Filters", IEEE/ACM Trans. Networking 10(5), 2002): the least window rate f ≤
+  // options.fpr whose generations, full and coded, take no more bits than the generations
+  // sized for options.fpr take in memory (generation_bits), with at most twice their memory.
+  // Those larger, sparser generations travel (snapshots, shards) in the bytes the memory
+  // sizing's arrays would, at a lower rate. With the blocked layout's 8 bits per item fixed,
+  // a full generation's code grows with its array, so the memory sizing codes smaller still:
+  // this trades memory for FPR at the bytes of the uncompressed filter, as the lecture's
+  // table does, and is the same filter as options.fpr = f. Where the memory sizing's arrays
+  // are near half full (fpr_g above about 2e-3) the code saves nothing and f is about
+  // options.fpr. Rounded up to three significant digits, so that equal options give an equal
+  // rate on every build. Throws std::invalid_argument as generation_bits() does.
+  [[nodiscard]] static double transmission_fpr(const rolling_bloom_options& options);
 
   // The whole state (options, every generation with its start time and count, the ring
   // position, the rotation counters) as one record of the library's binary format

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "sketch/golomb.h"
 
 namespace sketch {
@@ -25,6 +28,15 @@ const char* to_string(structure_type type) noexcept {
       return "rolling bloom filter";
   }
   return "unknown structure";
+}
+
+double expected_smaller_bits(std::uint64_t bits, double set_share) noexcept {
+  const double plain = 64.0 * static_cast<double>((bits + 63) / 64);
+  if (!(set_share < kCodedDenseShare)) return plain;
+  const double zeros = 1 - set_share;
+  const double code = 8.0 * (1 + 8) + set_share * static_cast<double>(bits) *
+                                          golomb_bits_per_run(zeros, golomb_parameter(zeros));
+  return std::min(plain, 8.0 * std::ceil(code / 8));
 }
 
 namespace detail {
@@ -64,10 +76,6 @@ void record_writer::coded() noexcept {
 namespace {
 // The Golomb coding byte of a version 4 bit array.
 constexpr std::uint8_t kGolomb = 1;
-// At or above this share of set bits the code is not tried for bit_coding::smaller: the
-// code of an array with a share q of set bits takes about m·H(q) · (1 + a few %) bits, at
-// least m for q ≥ 0.45 (H(0.45) = 0.993).
-constexpr double kDenseShare = 0.45;
 }  // namespace
 
 template <class Word>
@@ -75,7 +83,7 @@ bool record_writer::write_bit_array(std::span<const Word> words, std::uint64_t b
                                     std::uint64_t set_bits, bit_coding coding) {
   const std::size_t plain = words.size() * sizeof(Word);
   const double share = bits == 0 ? 0 : static_cast<double>(set_bits) / static_cast<double>(bits);
-  if (coding == bit_coding::golomb || (coding == bit_coding::smaller && share < kDenseShare)) {
+  if (coding == bit_coding::golomb || (coding == bit_coding::smaller && share < kCodedDenseShare)) {
     const std::size_t at = out_->size();
     const std::uint64_t parameter = golomb_parameter(1 - share);
     u8(kGolomb);

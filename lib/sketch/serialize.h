@@ -81,6 +81,16 @@ enum class bit_coding : std::uint8_t {
   smaller,
 };
 
+// bit_coding::smaller does not try to code an array with this share of set bits or more: its
+// code would take about m·H(q) · (1 + a few %) bits, at least m for q ≥ 0.45 (H(0.45) = 0.993).
+inline constexpr double kCodedDenseShare = 0.45;
+
+// The expected bits of an array of `bits` bits, each set with probability `set_share` on its
+// own, written with bit_coding::smaller: the Golomb code's expected length (its coding byte
+// and parameter, then golomb_bits_per_run per set bit) where that is smaller and the share is
+// below kCodedDenseShare, else the plain array's bits (rounded up to whole 64-bit words).
+[[nodiscard]] double expected_smaller_bits(std::uint64_t bits, double set_share) noexcept;
+
 // A serialized input that is corrupt, truncated, of another format version or of another
 // structure type.
 class format_error : public std::runtime_error {

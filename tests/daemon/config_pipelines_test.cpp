@@ -109,6 +109,23 @@ TEST(ConfigErrors, BloomSizesStayWithinTheLibrarysLimits) {
                   "8.7075e-19"));
 }
 
+// sizing: transmission sizes the generations for a lower rate, with up to twice the memory:
+// a capacity that fits sized for memory may not fit sized for transmission, and is then
+// reported at sizing. An unknown sizing names the two.
+TEST(ConfigErrors, TransmissionSizingStaysWithinTheLibrarysLimits) {
+  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 37312796664, sizing: transmission }\n"),
+              ElementsAre(StartsWith(
+                  "test.yaml:7:45: pipelines[0].dedup.sizing: 37,312,796,664 items at fpr 0.001 "
+                  "sized for transmission (a window rate of 0.000394) need Bloom filters of more "
+                  "than the maximum of 2^40 bits (128 GiB) in all, over 4 generations; use "
+                  "sizing: memory, or a smaller capacity")));
+  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 30G, sizing: transmission }\n"),
+              ::testing::IsEmpty());
+  EXPECT_THAT(pipeline_errors("    dedup: { capacity: 1000, sizing: bytes }\n"),
+              ElementsAre("test.yaml:7:38: pipelines[0].dedup.sizing: expected one of memory, "
+                          "transmission, got \"bytes\""));
+}
+
 // A pipeline reading its own heavy-hitter alerts would count every alert as an item, and
 // alert on its alerts: the alerts topic may be none of its input topics (the second here).
 TEST(ConfigErrors, AlertsTopicThatIsOneOfThePipelinesInputsIsRejected) {

@@ -74,6 +74,7 @@ pipelines:
       capacity: 2.5M
       fpr: 0.0001
       generations: 8
+      sizing: transmission
       output_topic: clicks.unique
       duplicates_topic: clicks.dups
   - name: by_header
@@ -138,6 +139,7 @@ log:
   EXPECT_EQ(p.dedup->capacity, 2'500'000u);
   EXPECT_DOUBLE_EQ(p.dedup->fpr, 0.0001);
   EXPECT_EQ(p.dedup->generations, 8u);
+  EXPECT_EQ(p.dedup->sizing, dedup_sizing::transmission);
   EXPECT_EQ(p.dedup->output_topic, "clicks.unique");
   EXPECT_EQ(p.dedup->duplicates_topic, "clicks.dups");
 
@@ -186,6 +188,8 @@ TEST(Config, LeftOutKeysTakeTheirDefaults) {
   EXPECT_EQ(p.dedup->capacity, 1000u);
   EXPECT_DOUBLE_EQ(p.dedup->fpr, 0.001);
   EXPECT_EQ(p.dedup->generations, 4u);
+  EXPECT_EQ(p.dedup->sizing, dedup_sizing::memory);
+  EXPECT_EQ(sized_fpr(*p.dedup), 0.001);
   EXPECT_FALSE(p.dedup->output_topic);
   EXPECT_FALSE(c.generator);
   EXPECT_EQ(c.log.level, log_level::info);

@@ -520,6 +520,43 @@ TEST(PipelineState, OtherParametersAreRefusedWithEachDifference) {
   }
 }
 
+// dedup.sizing: transmission sizes the window for a lower rate (sized_fpr; in the parameters
+// only when set, so that the states made before the key existed still match). Its state
+// restores as any other; one made under the memory sizing is refused, naming the key.
+TEST(PipelineState, TheTransmissionSizingIsAParameterOfTheState) {
+  pipeline_config memory = clicks_config();
+  memory.dedup->fpr = 0.001;
+  pipeline_config transmission = memory;
+  transmission.dedup->sizing = dedup_sizing::transmission;
+  const double sized = sized_fpr(*transmission.dedup);
+  EXPECT_LT(sized, 0.001);
+  EXPECT_EQ(pipeline::describe_parameters(memory).find("sizing"), std::string::npos);
+  EXPECT_NE(pipeline::describe_parameters(transmission)
+                .find(fmt::format("dedup.sized_fpr (derived): {}\n", sized)),
+            std::string::npos);
+
+  pipeline original(transmission);
+  const std::int64_t now = 1'790'000'000'000;
+  original.begin_batch();
+  for (int i = 0; i < 3000; ++i) (void)original.process(keyed(fmt::format("u{}", i)), now, now);
+  (void)original.end_batch(now);
+  const std::string state = original.save_state(bit_coding_of(state_compression::automatic));
+  pipeline restored(transmission);
+  restored.restore_state(state);
+  EXPECT_EQ(restored.save_state(), original.save_state());
+  EXPECT_TRUE(restored.seen("u2999"));
+
+  try {
+    pipeline(transmission).restore_state(pipeline(memory).save_state());
+    ADD_FAILURE() << "restored a state of the memory sizing";
+  } catch (const state::mismatch_error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "dedup.sizing: (not set) in the snapshot, transmission in the configuration"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 pipeline_config events_config() {
   pipeline_config c;
   c.name = "events";

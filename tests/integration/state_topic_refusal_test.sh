@@ -8,9 +8,10 @@
 #      parameters" (sketchd_state_topic_shards_refused_total 2), the partitions are filled
 #      from the log instead, so the 300 events produced again are all duplicates (nothing
 #      forwarded);
-#   3. a topic holding shards of the original configuration (state-b, written at the stop of
-#      a run in another group) and a member of a new group with that configuration: both
-#      shards restored, none refused.
+#   3. a topic holding shards of the original configuration with dedup.sizing: transmission
+#      (state-b, written at the stop of a run in another group) and a member of a new group
+#      with that configuration: both shards restored, none refused; the derived sizing is
+#      logged.
 #
 # Usage: state_topic_refusal_test.sh PATH/TO/sketchd
 set -euo pipefail
@@ -20,7 +21,7 @@ itest_init "$@"
 start_mock_kafka events:2 unique:2 state-a:2 state-b:2
 port=$(free_port)
 
-# write_config FILE GROUP STATE_TOPIC CAPACITY
+# write_config FILE GROUP STATE_TOPIC CAPACITY [SIZING]
 write_config() {
   cat >"$1" <<EOF
 kafka:
@@ -37,7 +38,7 @@ pipelines:
     topics: [events]
     item: { from: key }
     clock: wall
-    dedup: { window: 1h, capacity: $4, fpr: 0.001, output_topic: unique }
+    dedup: { window: 1h, capacity: $4, fpr: 0.001, sizing: ${5:-memory}, output_topic: unique }
 log: { level: info, summary_interval: 0 }
 EOF
 }
@@ -48,10 +49,10 @@ for i in range(300):
     print(f"k{i % 200}|v{i}")'
 }
 
-# run NAME GROUP STATE_TOPIC CAPACITY: starts a member, produces the 300 events, waits until
+# run NAME GROUP STATE_TOPIC CAPACITY [SIZING]: starts a member, produces the 300 events, waits until
 # they are committed, and leaves it running.
 run() {
-  write_config "$work/$1.yaml" "$2" "$3" "$4"
+  write_config "$work/$1.yaml" "$2" "$3" "$4" "${5:-}"
   start_daemon "$work/$1.yaml" "$1"
   wait_assigned "$1" 2
   events | produce events -K'|'
@@ -82,9 +83,10 @@ check "$forwarded == 0" "the fill from the log missed items: $forwarded forwarde
 stop_process "$daemon_pid" 20 || fail "the changed run did not stop within 20 s"
 
 # 3. A new group on a topic holding shards of its parameters: restored, nothing forwarded.
-write_config "$work/third.yaml" itest-state-refusal-2 state-b 10000
-# state-b gets the first configuration's shards: a run of it in its own group writes them.
-run seed itest-state-refusal-3 state-b 10000
+write_config "$work/third.yaml" itest-state-refusal-2 state-b 10000 transmission
+# state-b gets the shards: a run of the same configuration in its own group writes them.
+run seed itest-state-refusal-3 state-b 10000 transmission
+check_log "$work/seed.err" "pipeline orders: dedup sized for transmission: generations of [0-9.]+ MB for a window rate of 0\.000401 \(fpr 0\.001; sized for memory, [0-9.]+ MB each\)"
 stop_process "$daemon_pid" 20 || fail "the seeding run did not stop within 20 s"
 start_daemon "$work/third.yaml" third
 wait_assigned third 2

@@ -1,10 +1,12 @@
 // The compressed Bloom filter records (seed 002, "Compressed Filter"; sketch/serialize.h,
 // bit_coding): the classic, blocked and rolling filters written with their bit arrays
 // Golomb-coded, read back, sized against the entropy bound, and refused when damaged.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -290,6 +292,69 @@ TEST(CompressedRecord, ARollingRecordsCodedGenerationOfAnotherSizeIsRefused) {
             "rolling bloom filter: generation in slot 0 has 1099511627776 bits, the options "
             "give " +
                 std::to_string(rolling_bloom::generation_bits(options())));
+}
+
+// dedup.sizing: transmission (rolling_bloom::transmission_fpr). At the daemon's default rate
+// the generations sized for transmission are larger and sparser: full, Golomb-coded, they
+// take no more than the memory sizing's plain array (within 0.5%: the model is an
+// expectation, and the code's length varies by about 1/√(set bits), 0.1% here), at a rate
+// lower by more than 2 (the model's 2.5×: docs/PERFORMANCE.md). The model of the coded size,
+// full_generation_coded_bits, is within 1% of the real code.
+TEST(TransmissionSizing, AFullGenerationTravelsInTheMemorySizingsBytesAtALowerRate) {
+  rolling_bloom_options memory;
+  memory.window_ms = 3'600'000;
+  memory.capacity = 300'000;
+  memory.fpr = 0.001;
+  memory.generations = 4;
+  memory.seed = kSeed;
+  const double f = rolling_bloom::transmission_fpr(memory);
+  EXPECT_EQ(f, std::strtod(fmt::format("{:.2e}", f).c_str(), nullptr)) << "three digits";
+  EXPECT_LT(f, memory.fpr / 2);
+  rolling_bloom_options transmission = memory;
+  transmission.fpr = f;
+  const std::uint64_t memory_bits = rolling_bloom::generation_bits(memory);
+  const std::uint64_t bits = rolling_bloom::generation_bits(transmission);
+  EXPECT_GT(bits, memory_bits);
+  EXPECT_LE(bits, memory_bits * 5 / 4);
+
+  // Generation 0 filled to one item short of its share (the next would rotate it).
+  const auto fill = [](const rolling_bloom_options& o) {
+    rolling_bloom r(o);
+    const std::uint64_t share = rolling_bloom::generation_capacity(o);
+    for (std::uint64_t i = 0; i + 1 < share; ++i) (void)r.test_and_insert(key(i), 0);
+    return r.generation(0);
+  };
+  const std::string plain = fill(memory).serialize(bit_coding::plain);
+  const blocked_bloom_filter sparse = fill(transmission);
+  const std::string coded = sparse.serialize(bit_coding::smaller);
+  ASSERT_EQ(version_of(coded), kCodedFormatVersion);
+  EXPECT_LE(static_cast<double>(coded.size()), static_cast<double>(plain.size()) * 1.005);
+  const std::size_t header = sparse.serialize(bit_coding::plain).size() - bits / 8;
+  EXPECT_NEAR(static_cast<double>(coded.size() - header) * 8,
+              rolling_bloom::full_generation_coded_bits(transmission),
+              0.01 * rolling_bloom::full_generation_coded_bits(transmission));
+  // And the measured rate of the larger generation is below the memory sizing's target for
+  // one generation (fpr_g = 2.5e-4; 10^6 absent keys, so about 250 expected at that rate).
+  std::uint64_t false_positives = 0;
+  for (std::uint64_t i = 0; i < 1'000'000; ++i)
+    false_positives += sparse.contains(key(kAbsent + i));
+  EXPECT_LT(static_cast<double>(false_positives) / 1e6, rolling_bloom::generation_fpr(memory));
+}
+
+// Where the memory sizing's arrays are near half full the code saves nothing, and the rate
+// stays the configured one; where they are very sparse, the memory at most doubles.
+TEST(TransmissionSizing, NoGainNearHalfFullAndAtMostTwiceTheMemory) {
+  rolling_bloom_options o;
+  o.window_ms = 3'600'000;
+  o.capacity = 10'000'000;
+  o.fpr = 0.01;
+  EXPECT_EQ(rolling_bloom::transmission_fpr(o), 0.01);
+  o.fpr = 1e-6;
+  const double f = rolling_bloom::transmission_fpr(o);
+  EXPECT_LT(f, o.fpr / 10);
+  rolling_bloom_options t = o;
+  t.fpr = f;
+  EXPECT_LE(rolling_bloom::generation_bits(t), 2 * rolling_bloom::generation_bits(o));
 }
 
 }  // namespace

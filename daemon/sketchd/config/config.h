@@ -61,6 +61,11 @@ struct load_result {
 // generations. For a valid configuration.
 [[nodiscard]] std::uint64_t sketch_bytes_at_least(const pipeline_config& p);
 
+// The window rate a pipeline's dedup generations are sized for: `fpr` with sizing memory,
+// sketch::rolling_bloom::transmission_fpr (at most `fpr`) with sizing transmission. For a
+// valid configuration; the same on every build for the same keys.
+[[nodiscard]] double sized_fpr(const dedup_config& d);
+
 // The topics pipeline `p` writes to, in this order when set: dedup.output_topic,
 // dedup.duplicates_topic, heavy_hitters.alerts_topic, dead_letter_topic.
 [[nodiscard]] std::vector<std::string_view> output_topics_of(const pipeline_config& p);

@@ -120,13 +120,15 @@ heavy_hitters_config read_heavy_hitters(checker& c, const field& f,
 
 dedup_config read_dedup(checker& c, const field& f, const std::vector<std::string>& inputs) {
   dedup_config d;
-  const mapping m(c, f,
-                  {"window", "capacity", "fpr", "generations", "output_topic", "duplicates_topic"});
+  const mapping m(
+      c, f,
+      {"window", "capacity", "fpr", "generations", "sizing", "output_topic", "duplicates_topic"});
   const bool window_ok = m.read("window", d.window, durations(c, milliseconds(1), kMaxWindow));
   const bool capacity_ok = m.read_required("capacity", d.capacity, counts(c, 1));
   const bool fpr_ok = m.read("fpr", d.fpr, reals(c, {0, true, 0.5, true}));
   const bool generations_ok =
       m.read("generations", d.generations, counts(c, 2, sketch::rolling_bloom::kMaxGenerations));
+  m.read("sizing", d.sizing, choices(c, {dedup_sizing::memory, dedup_sizing::transmission}));
   read_optional_topic(c, m, "output_topic", d.output_topic);
   read_optional_topic(c, m, "duplicates_topic", d.duplicates_topic);
 

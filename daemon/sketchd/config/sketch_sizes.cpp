@@ -1,5 +1,6 @@
 // Sizes of the sketches, checked against the limits of the sketch library so that a file
 // that passes here builds its pipelines without an error.
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <initializer_list>
@@ -194,7 +195,18 @@ void check_bloom_size(checker& c, const mapping& m, const dedup_config& d) {
   const bloom_budget budget(d);
   const std::uint64_t share = budget.share();
   const double fpr_g = budget.generation_fpr(d.fpr);
-  if (budget.fits(share, fpr_g)) return;
+  if (budget.fits(share, fpr_g)) {
+    if (d.sizing == dedup_sizing::memory) return;
+    const double sized = sized_fpr(d);
+    if (budget.fits(share, budget.generation_fpr(sized))) return;
+    error_at_first(c, m, {"sizing"},
+                   fmt::format("{} items at fpr {} sized for transmission (a window "
+                               "rate of {}) need Bloom filters of more than the maximum of 2^40 "
+                               "bits (128 GiB) in all, over {} generations; use sizing: memory, "
+                               "or a smaller capacity",
+                               grouped(d.capacity), d.fpr, sized, d.generations));
+    return;
+  }
 
   const std::string too_large = fmt::format(
       "need Bloom filters of more than the maximum of 2^40 bits (128 GiB) in all, over {} "
@@ -227,6 +239,16 @@ void check_bloom_size(checker& c, const mapping& m, const dedup_config& d) {
 
 }  // namespace config_detail
 
+double sized_fpr(const dedup_config& d) {
+  if (d.sizing == dedup_sizing::memory) return d.fpr;
+  sketch::rolling_bloom_options o;
+  o.window_ms = std::chrono::milliseconds(std::chrono::hours(1)).count();  // not used to size
+  o.capacity = d.capacity;
+  o.fpr = d.fpr;
+  o.generations = d.generations;
+  return sketch::rolling_bloom::transmission_fpr(o);
+}
+
 std::uint64_t sketch_bytes_at_least(const pipeline_config& p) {
   std::uint64_t bytes = 0;
   if (p.heavy_hitters) {
@@ -238,7 +260,7 @@ std::uint64_t sketch_bytes_at_least(const pipeline_config& p) {
   if (p.dedup) {
     sketch::rolling_bloom_options options;
     options.capacity = p.dedup->capacity;
-    options.fpr = p.dedup->fpr;
+    options.fpr = sized_fpr(*p.dedup);
     options.generations = p.dedup->generations;
     bytes += sketch::blocked_bloom_filter::suggest_bits(
                  sketch::rolling_bloom::generation_capacity(options),

@@ -28,6 +28,10 @@ std::string_view to_string(state_compression v) noexcept {
   return v == state_compression::automatic ? "auto" : "none";
 }
 
+std::string_view to_string(dedup_sizing v) noexcept {
+  return v == dedup_sizing::memory ? "memory" : "transmission";
+}
+
 std::string_view to_string(generator_format v) noexcept {
   return v == generator_format::json ? "json" : "text";
 }

@@ -131,11 +131,17 @@ struct heavy_hitters_config {
 
 // The generations' Bloom filters (sketch::rolling_bloom) take at most
 // blocked_bloom_filter::kMaxBits bits in all, which bounds capacity for a given fpr.
+// What a pipeline's dedup generations are sized for: the least memory at `fpr` (memory), or
+// the least rate whose full generations, Golomb-coded, take the bytes the memory sizing's
+// arrays take (transmission: sketch::rolling_bloom::transmission_fpr).
+enum class dedup_sizing { memory, transmission };
+
 struct dedup_config {
   std::chrono::milliseconds window{std::chrono::hours(1)};  // 1ms per generation..365d
   std::uint64_t capacity = 0;     // distinct items expected per window, ≥ 1 (required)
   double fpr = 0.001;             // (0, 0.5): target false-positive rate over the window
   std::uint32_t generations = 4;  // 2..64
+  dedup_sizing sizing = dedup_sizing::memory;
   std::optional<std::string> output_topic;
   std::optional<std::string> duplicates_topic;
 };
@@ -190,6 +196,7 @@ struct config {
 [[nodiscard]] std::string_view to_string(clock_kind v) noexcept;
 [[nodiscard]] std::string_view to_string(state_scope v) noexcept;
 [[nodiscard]] std::string_view to_string(state_compression v) noexcept;  // auto, none
+[[nodiscard]] std::string_view to_string(dedup_sizing v) noexcept;       // memory, transmission
 [[nodiscard]] std::string_view to_string(generator_format v) noexcept;
 [[nodiscard]] std::string_view to_string(log_level v) noexcept;  // spdlog's short names
 [[nodiscard]] std::string_view to_string(log_format v) noexcept;
@@ -218,6 +225,9 @@ struct fmt::formatter<sketchd::state_scope>
 template <>
 struct fmt::formatter<sketchd::state_compression>
     : sketchd::detail::enum_formatter<sketchd::state_compression> {};
+template <>
+struct fmt::formatter<sketchd::dedup_sizing>
+    : sketchd::detail::enum_formatter<sketchd::dedup_sizing> {};
 template <>
 struct fmt::formatter<sketchd::generator_format>
     : sketchd::detail::enum_formatter<sketchd::generator_format> {};

@@ -39,7 +39,7 @@ namespace sketchd::pipeline_options {
   sketch::rolling_bloom_options o;
   o.window_ms = d.window.count();
   o.capacity = d.capacity;
-  o.fpr = d.fpr;
+  o.fpr = sized_fpr(d);
   o.generations = d.generations;
   o.seed = seed;
   return o;

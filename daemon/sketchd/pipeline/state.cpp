@@ -73,6 +73,11 @@ std::string pipeline::describe_parameters(const pipeline_config& config, std::ui
     line("dedup.fpr", d->fpr);
     line("dedup.generations", d->generations);
     const sketch::rolling_bloom_options o = pipeline_options::bloom_of(*d, seed);
+    // Only when not the default, as scope.
+    if (d->sizing != dedup_sizing::memory) {
+      line("dedup.sizing", to_string(d->sizing));
+      line("dedup.sized_fpr (derived)", o.fpr);
+    }
     line("dedup.generation_capacity (derived)", sketch::rolling_bloom::generation_capacity(o));
     line("dedup.generation_fpr (derived)", sketch::rolling_bloom::generation_fpr(o));
     line("dedup.generation_bits (derived)", sketch::rolling_bloom::generation_bits(o));
