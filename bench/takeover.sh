@@ -27,19 +27,24 @@
 #                 its dedup window Golomb-coded where smaller (state.compression: auto, the
 #                 default);
 #   state_topic_plain  the same with state.compression: none: the shard as it is in memory;
+#   state_topic_transmission  state_topic with dedup.sizing: transmission: larger, sparser
+#                 generations, for a lower rate;
 #   fill          no state topic, fill_from_log true (the default): B reads the partition's
 #                 log of the window again (N events) into its windows;
 #   cold          neither: B starts empty at the commit (what the group's rebalance costs
 #                 by itself, and where duplicates come from).
 #
-# Usage: bench/takeover.sh BUILD_DIR   (N=80000 REPEAT=3 MODES="state_topic state_topic_plain
-# fill cold" by default)
+# Usage: bench/takeover.sh BUILD_DIR   (N=80000 CAPACITY=1000000 REPEAT=3 MODES="state_topic
+# state_topic_plain fill cold" by default). CAPACITY is dedup.capacity: 100000 fills the
+# window to 80% (a larger N does not: librdkafka's mock cluster keeps at most 5 MiB and
+# 100,000 messages of a partition's log, src/rdkafka_mock.c, and drops the oldest beyond).
 set -euo pipefail
 
 build=${1:?usage: $0 BUILD_DIR}
 source "$(dirname "${BASH_SOURCE[0]}")/../tests/integration/lib.sh"
 itest_init "$build/daemon/sketchd"
 n=${N:-80000}
+capacity=${CAPACITY:-1000000}
 repeat=${REPEAT:-3}
 modes=${MODES:-state_topic state_topic_plain fill cold}
 
@@ -60,9 +65,12 @@ member_config() {
   case $4 in
     state_topic) state="state: { topic: state-$3, snapshot_interval: 30s, fill_from_log: false }" ;;
     state_topic_plain) state="state: { topic: state-$3, snapshot_interval: 30s, fill_from_log: false, compression: none }" ;;
+    state_topic_transmission) state="state: { topic: state-$3, snapshot_interval: 30s, fill_from_log: false }" ;;
     fill) state="state: { fill_from_log: true }" ;;
     cold) state="state: { fill_from_log: false }" ;;
   esac
+  local sizing=memory
+  [[ $4 == state_topic_transmission ]] && sizing=transmission
   cat >"$1" <<EOF
 kafka:
   brokers: "$bootstrap"
@@ -77,7 +85,7 @@ pipelines:
     item: { from: json, path: /user/id }
     clock: wall
     scope: partition
-    dedup: { window: 1h, capacity: 1000000, fpr: 0.001, output_topic: unique }
+    dedup: { window: 1h, capacity: $capacity, fpr: 0.001, sizing: $sizing, output_topic: unique }
     heavy_hitters: { window: 5m }
 log: { level: info, summary_interval: 0 }
 EOF
