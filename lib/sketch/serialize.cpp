@@ -33,6 +33,7 @@ const char* to_string(structure_type type) noexcept {
 double expected_smaller_bits(std::uint64_t bits, double set_share) noexcept {
   const double plain = 64.0 * static_cast<double>((bits + 63) / 64);
   if (!(set_share < kCodedDenseShare)) return plain;
+  if (!(set_share > 0)) return std::min(plain, 8.0 * (1 + 8));  // the coding byte and M only
   const double zeros = 1 - set_share;
   const double code = 8.0 * (1 + 8) + set_share * static_cast<double>(bits) *
                                           golomb_bits_per_run(zeros, golomb_parameter(zeros));

@@ -129,13 +129,13 @@ struct heavy_hitters_config {
   std::optional<std::string> alerts_topic;
 };
 
-// The generations' Bloom filters (sketch::rolling_bloom) take at most
-// blocked_bloom_filter::kMaxBits bits in all, which bounds capacity for a given fpr.
 // What a pipeline's dedup generations are sized for: the least memory at `fpr` (memory), or
 // the least rate whose full generations, Golomb-coded, take the bytes the memory sizing's
 // arrays take (transmission: sketch::rolling_bloom::transmission_fpr).
 enum class dedup_sizing { memory, transmission };
 
+// The generations' Bloom filters (sketch::rolling_bloom) take at most
+// blocked_bloom_filter::kMaxBits bits in all, which bounds capacity for a given fpr.
 struct dedup_config {
   std::chrono::milliseconds window{std::chrono::hours(1)};  // 1ms per generation..365d
   std::uint64_t capacity = 0;     // distinct items expected per window, ≥ 1 (required)
