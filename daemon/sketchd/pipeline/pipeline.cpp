@@ -25,6 +25,7 @@ pipeline::pipeline(const pipeline_config& config, std::uint64_t seed)
       extractor_(pipeline_options::extractor_of(config)),
       clock_(config.clock, takeover_ms_of(config, seed)) {
   parameters_ = describe_parameters(config_, seed_);
+  if (const auto& d = config_.dedup) dedup_options_ = pipeline_options::bloom_of(*d, seed_);
   partition_counts_.assign(config_.topics.size(), 0);
   shard_index_.resize(std::max<std::size_t>(config_.topics.size(), 1));
   if (!partition_scoped()) shards_.push_back(std::make_unique<shard>(make_shard(0, -1)));
@@ -47,8 +48,8 @@ pipeline::shard pipeline::make_shard(std::uint32_t topic, std::int32_t partition
   s.partition = partition;
   if (const auto& h = config_.heavy_hitters)
     s.heavy.emplace(pipeline_options::count_min_of(*h, seed_));
-  if (const auto& d = config_.dedup) {
-    sketch::rolling_bloom_options o = pipeline_options::bloom_of(*d, seed_);
+  if (dedup_options_) {
+    sketch::rolling_bloom_options o = *dedup_options_;
     if (partition >= 0) {
       std::uint64_t total = 0;
       bool known = true;

@@ -296,6 +296,9 @@ class pipeline {
   std::uint64_t seed_;
   extractor extractor_;
   std::string parameters_;  // describe_parameters(), set by the constructor
+  // bloom_of(config_.dedup), set by the constructor: with sizing transmission, deriving its
+  // rate is a search, which each new shard would otherwise repeat.
+  std::optional<sketch::rolling_bloom_options> dedup_options_;
   // Under mutex_ (the batch's lock for the processing thread). scope: instance: one, made
   // by the constructor; scope: partition: one per resident partition, found through
   // shard_index_[topic][partition].

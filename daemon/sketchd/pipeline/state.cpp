@@ -292,10 +292,8 @@ std::pair<std::optional<sketch::rolling_count_min_options>,
           std::optional<sketch::rolling_bloom_options>>
 pipeline::structure_options() const {
   std::optional<sketch::rolling_count_min_options> heavy;
-  std::optional<sketch::rolling_bloom_options> dedup;
   if (const auto& h = config_.heavy_hitters) heavy = pipeline_options::count_min_of(*h, seed_);
-  if (const auto& d = config_.dedup) dedup = pipeline_options::bloom_of(*d, seed_);
-  return {heavy, dedup};
+  return {heavy, dedup_options_};
 }
 
 void pipeline::restore_state(std::string_view saved) {
