@@ -65,6 +65,15 @@ itest_cleanup() {
 fail() {
   echo "FAIL: $*" >&2
   local i f
+  # A sanitizer's report first, from its first line: the tails below may not reach it.
+  for i in "${!itest_names[@]}"; do
+    f="$work/${itest_names[$i]}.err"
+    if [[ -s $f ]] && grep -q -E '^==[0-9]+==ERROR: |^WARNING: ThreadSanitizer|runtime error: ' "$f"; then
+      echo "--- the sanitizer's report in ${f##*/} (its first 40 lines):" >&2
+      sed -n -E '/^==[0-9]+==ERROR: |^WARNING: ThreadSanitizer|runtime error: /,$p' "$f" |
+        head -n 40 | cut -c1-300 >&2
+    fi
+  done
   for i in "${!itest_names[@]}"; do
     for f in "$work/${itest_names[$i]}.out" "$work/${itest_names[$i]}.err"; do
       if [[ -s $f ]]; then

@@ -189,14 +189,14 @@ struct source::callbacks {
   static rd_kafka_resp_err_t request_sent(rd_kafka_t*, int, const char*, std::int32_t,
                                           std::int16_t api_key, std::int16_t, std::int32_t,
                                           std::size_t, void* opaque) {
-    if (api_key == kJoinGroup) static_cast<source*>(opaque)->joining_ = true;
+    if (api_key == kJoinGroup) *static_cast<std::atomic<bool>*>(opaque) = true;
     return RD_KAFKA_RESP_ERR_NO_ERROR;
   }
   static rd_kafka_resp_err_t response_received(rd_kafka_t*, int, const char*, std::int32_t,
                                                std::int16_t api_key, std::int16_t, std::int32_t,
                                                std::size_t, std::int64_t, rd_kafka_resp_err_t,
                                                void* opaque) {
-    if (api_key == kSyncGroup) static_cast<source*>(opaque)->joining_ = false;
+    if (api_key == kSyncGroup) *static_cast<std::atomic<bool>*>(opaque) = false;
     return RD_KAFKA_RESP_ERR_NO_ERROR;
   }
 
@@ -233,7 +233,7 @@ source::source(const source_options& options)
   rd_kafka_conf_set_stats_cb(conf.get(), &callbacks::stats);
   rd_kafka_conf_set_offset_commit_cb(conf.get(), &callbacks::offset_commit);
   throw_if_error(rd_kafka_conf_interceptor_add_on_new(conf.get(), "sketchd-group-join",
-                                                      &callbacks::on_new, this),
+                                                      &callbacks::on_new, joining_.get()),
                  "adding an interceptor");
   rd_kafka_conf_set_opaque(conf.get(), this);
   handle_ptr handle = std::move(conf).create(RD_KAFKA_CONSUMER);
@@ -355,7 +355,7 @@ void source::commit_when_due() {
   const auto now = std::chrono::steady_clock::now();
   // Not while the group's generation is in flux, nor over a commit still unanswered: then at
   // the next batch.
-  if (now - last_commit_ < commit_interval_ || joining_ || commit_in_flight_) return;
+  if (now - last_commit_ < commit_interval_ || *joining_ || commit_in_flight_) return;
   last_commit_ = now;
   {
     // Every stored offset is committed again (its metadata may have moved) when one has
@@ -462,9 +462,10 @@ void source::close() {
     // destroyed before the process exits) is no news to anyone.
     rd_kafka_set_log_level(rk, 0);
     static auto* const kept_mutex = new std::mutex;
-    static auto* const kept = new std::vector<rd_kafka_t*>;
+    // The interceptors' flag is kept with it: its broker threads may still answer a join.
+    static auto* const kept = new std::vector<std::pair<rd_kafka_t*, std::shared_ptr<void>>>;
     const std::lock_guard lock(*kept_mutex);
-    kept->push_back(consumer_.release());
+    kept->emplace_back(consumer_.release(), joining_);
   }
 }
 

@@ -294,6 +294,11 @@ class source {
   void commit_when_due();
 
   source_options options_;
+  // The group's generation is in flux. Set by librdkafka's interceptors on its broker
+  // threads, which outlive this object when close() keeps the handle: the flag lives
+  // apart, and is kept with the handle. Declared before the handle, so that
+  // it outlives the handle's destruction too.
+  std::shared_ptr<std::atomic<bool>> joining_ = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<rd_kafka_s, void (*)(rd_kafka_s*)> consumer_;
   std::unique_ptr<read_ahead> read_ahead_;
   std::unique_ptr<rebalance_handler> rebalance_;
@@ -313,7 +318,6 @@ class source {
   std::atomic<bool> commit_failed_{false};     // the last commit failed: commit again
   std::atomic<bool> metadata_refused_{false};  // a broker refused the metadata as too large
   std::atomic<bool> commit_in_flight_{false};  // an asynchronous commit is unanswered
-  std::atomic<bool> joining_{false};           // the group's generation is in flux
 
   // Of the callbacks of librdkafka (the statistics callback runs on one thread at a time).
   mutable std::mutex mutex_;  // guards lag_ and fatal_
