@@ -100,24 +100,9 @@ class top_k_tracker {
   // slot is taken and `estimate` is below the smallest candidate's, the item cannot be a
   // candidate (a candidate's estimate is at least that minimum and has not fallen) nor evict
   // one, so it returns before the index lookup. No allocation.
-  //
-  // A candidate's offer that changes nothing but its estimate (it stays heavy, or stays
-  // light) only stores that estimate, inline: the estimate did not fall, so the bound on the
-  // smallest one holds as it is. On a skewed stream that is most offers that pass the bound.
   void offer_growing(hash128 h, std::string_view item, std::uint64_t estimate,
                      std::uint64_t n) noexcept {
-    if (size_ == capacity_) {
-      if (estimate < min_bound_) return;
-      if (const std::uint32_t s = find(h); s != kEmpty) {
-        // Without a branch on whether it is heavy: on a skewed stream about half the offers
-        // that pass the bound are of the few heavy items, so that branch mispredicts.
-        const bool stays = slots_[s].heavy | !is_heavy(estimate, n);
-        if (stays) {
-          estimates_[s] = estimate;
-          return;
-        }
-      }
-    }
+    if (size_ == capacity_ && estimate < min_bound_) return;
     offer(h, item, estimate, n);
   }
 
@@ -153,7 +138,7 @@ class top_k_tracker {
       }
       for (std::size_t p = 0; p < kept; ++p) {
         const std::size_t at = i + passed[p];
-        offer_growing(hashes[at], item_of(at), estimates[at], n_of(at));
+        offer_passed(hashes[at], item_of(at), estimates[at], n_of(at));
       }
       i += run;
     }
@@ -238,6 +223,27 @@ class top_k_tracker {
     std::uint64_t window_items = 0;
     char bytes[kMaxItemBytes];
   };
+
+  // offer_growing() of an item of a batch that passed the bound at the start of its run
+  // (every slot taken). A candidate's offer that changes nothing but its estimate (it stays
+  // heavy, or stays light) only stores that estimate, inline: the estimate did not fall, so
+  // the bound on the smallest one holds as it is. On a skewed stream that is most offers
+  // that pass the bound. Only the batch path takes it: one item at a time, the lookup before
+  // offer()'s own measured no faster (docs/PERFORMANCE.md, issue 42 before and after).
+  void offer_passed(hash128 h, std::string_view item, std::uint64_t estimate,
+                    std::uint64_t n) noexcept {
+    if (estimate < min_bound_) return;
+    if (const std::uint32_t s = find(h); s != kEmpty) {
+      // Without a branch on whether it is heavy: on a skewed stream about half the offers
+      // that pass the bound are of the few heavy items, so that branch mispredicts.
+      const bool stays = slots_[s].heavy | !is_heavy(estimate, n);
+      if (stays) {
+        estimates_[s] = estimate;
+        return;
+      }
+    }
+    offer(h, item, estimate, n);
+  }
 
   [[nodiscard]] bool is_heavy(std::uint64_t estimate, std::uint64_t n) const noexcept {
     return (estimate >= kMinHeavyEstimate) &
