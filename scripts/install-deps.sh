@@ -35,6 +35,8 @@ TEST_PACKAGES=(
   kcat curl prometheus prometheus-alertmanager docker-compose python3
   # certificates for the HTTPS tests
   openssl
+  # the threads of a daemon that does not stop in time, printed by the failing test
+  gdb
   # benchmarks against the classic shell baselines
   gawk coreutils time wamerican
   # the Debian package (`make package`, its test): dpkg-shlibdeps computes its Depends

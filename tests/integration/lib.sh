@@ -65,14 +65,20 @@ itest_cleanup() {
 fail() {
   echo "FAIL: $*" >&2
   local i f
+  local report='^==[0-9]+==ERROR: |^WARNING: ThreadSanitizer|runtime error: '
   # A sanitizer's report first, from its first line: the tails below may not reach it.
   for i in "${!itest_names[@]}"; do
     f="$work/${itest_names[$i]}.err"
-    if [[ -s $f ]] && grep -q -E '^==[0-9]+==ERROR: |^WARNING: ThreadSanitizer|runtime error: ' "$f"; then
+    if [[ -s $f ]] && grep -q -E "$report" "$f"; then
       echo "--- the sanitizer's report in ${f##*/} (its first 40 lines):" >&2
-      sed -n -E '/^==[0-9]+==ERROR: |^WARNING: ThreadSanitizer|runtime error: /,$p' "$f" |
-        head -n 40 | cut -c1-300 >&2
+      sed -n -E "/$report/,\$p" "$f" | head -n 40 | cut -c1-300 >&2
     fi
+  done
+  # Then the threads of a process that did not stop in time (stop_process).
+  for f in "$work"/stacks.*.txt; do
+    [[ -s $f ]] || continue
+    echo "--- the threads of the process that did not stop, ${f##*/} (their frames):" >&2
+    grep -E '^(Thread |#)' "$f" | sed -E 's/ \(.*\) at / at /' | head -n 250 | cut -c1-200 >&2
   done
   for i in "${!itest_names[@]}"; do
     for f in "$work/${itest_names[$i]}.out" "$work/${itest_names[$i]}.err"; do
@@ -121,9 +127,19 @@ now_us() { echo "${EPOCHREALTIME/./}"; }
 # for sanitizer builds); the waits below allow for it.
 slow=${ITEST_SLOW:-1}
 
+# dump_stacks PID: the backtraces of all of PID's threads, in $work/stacks.PID.txt, for
+# fail() to print: what a process that does not stop is waiting for. Needs gdb (the
+# project's dependency script installs it); without it, or where the process cannot be
+# traced, nothing.
+dump_stacks() {
+  command -v gdb >/dev/null || return 0
+  timeout 60 gdb -p "$1" -batch -nx -ex 'set pagination off' -ex 'thread apply all bt' \
+    >"$work/stacks.$1.txt" 2>&1 || true
+}
+
 # stop_process PID [SECONDS]: sends SIGTERM and waits at most SECONDS (default 5; times
 # ITEST_SLOW) for the exit. Sets $stop_status to the exit status and $stop_ms to the time it
-# took in ms; returns 1 (after SIGKILL) when the process did not exit in time.
+# took in ms; returns 1 (after dump_stacks and SIGKILL) when the process did not exit in time.
 stop_process() {
   local pid=$1 limit=$((${2:-5} * slow)) signal=${3:-TERM}
   local start
@@ -131,6 +147,7 @@ stop_process() {
   kill -"$signal" "$pid" 2>/dev/null || true
   while kill -0 "$pid" 2>/dev/null; do
     if (($(now_us) - start > limit * 1000000)); then
+      dump_stacks "$pid"
       kill -KILL "$pid" 2>/dev/null || true
       wait "$pid" 2>/dev/null || true
       stop_status=137

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
+#include <future>
+#include <memory>
+#include <string_view>
+#include <thread>
 #include <utility>
 
 #include "sketchd/kafka/client.h"
@@ -39,6 +42,21 @@ struct behind_commit {
 // How long the group's committed offsets and the partitions' first and last offsets are
 // waited for.
 constexpr int kCommittedWaitMs = 10000;
+
+// How long an assignment change made during the close is waited for (apply()).
+constexpr std::chrono::seconds kCloseAssignWait{5};
+
+// Whether the consumer's partition.assignment.strategy is cooperative: librdkafka accepts
+// only assignors of one protocol, and cooperative-sticky is its only cooperative one.
+bool cooperative_strategy(rd_kafka_t* rk) {
+  char value[512];
+  std::size_t size = sizeof value;
+  if (rd_kafka_conf_get(rd_kafka_conf(rk), "partition.assignment.strategy", value, &size) !=
+      RD_KAFKA_CONF_OK) {
+    return false;
+  }
+  return std::string_view(value).find("cooperative-sticky") != std::string_view::npos;
+}
 
 group_commits read_commits(rd_kafka_t* rk, const rd_kafka_topic_partition_list_t* partitions) {
   group_commits out;
@@ -197,6 +215,7 @@ rebalance_handler::rebalance_handler(rd_kafka_t* consumer, const std::vector<std
                                      bool from_earliest, read_ahead& ahead,
                                      std::function<std::unique_ptr<time_lookup>()> make_lookup)
     : consumer_(consumer),
+      cooperative_(cooperative_strategy(consumer)),
       topics_(topics),
       from_earliest_(from_earliest),
       ahead_(ahead),
@@ -218,7 +237,9 @@ std::vector<topic_partition> rebalance_handler::indexed(
 
 void rebalance_handler::on_rebalance(rd_kafka_resp_err_t err,
                                      rd_kafka_topic_partition_list_t* partitions) {
-  const bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(consumer_), "COOPERATIVE") == 0;
+  // From the configuration, not rd_kafka_rebalance_protocol(): that call waits, unbounded,
+  // for the group's thread, as the assignment calls do (apply()).
+  const bool cooperative = cooperative_;
   const bool assigning = err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
   const std::vector<topic_partition> list = indexed(partitions);
   bool restored = false;
@@ -456,16 +477,40 @@ void rebalance_handler::apply(bool assign, bool cooperative,
   // With a pause or a hold in force, what is assigned is paused too, before a release
   // can resume the assignment without it.
   std::unique_lock pause_lock(pause_mutex_);
-  if (cooperative) {
-    const error_ptr e(assign ? rd_kafka_incremental_assign(consumer_, partitions)
-                             : rd_kafka_incremental_unassign(consumer_, partitions));
-    if (e) {
-      log()->error("incremental {} failed: {}", assign ? "assign" : "unassign",
-                   rd_kafka_error_string(e.get()));
+  // The call, with its own copy of the partitions: during the close it may outlive this one.
+  auto change = [rk = consumer_, assign, cooperative,
+                 owned = topic_partition_list_ptr(rd_kafka_topic_partition_list_copy(partitions))] {
+    if (cooperative) {
+      const error_ptr e(assign ? rd_kafka_incremental_assign(rk, owned.get())
+                               : rd_kafka_incremental_unassign(rk, owned.get()));
+      if (e) {
+        log()->error("incremental {} failed: {}", assign ? "assign" : "unassign",
+                     rd_kafka_error_string(e.get()));
+      }
+    } else {
+      const rd_kafka_resp_err_t e = rd_kafka_assign(rk, assign ? owned.get() : nullptr);
+      if (e) log()->error("assign failed: {}", rd_kafka_err2str(e));
     }
+  };
+  if (!closing_) {
+    change();
   } else {
-    const rd_kafka_resp_err_t e = rd_kafka_assign(consumer_, assign ? partitions : nullptr);
-    if (e) log()->error("assign failed: {}", rd_kafka_err2str(e));
+    // librdkafka's assignment calls wait, without a bound, for the group's thread to
+    // answer. Once the close has begun, the group may terminate meanwhile; before librdkafka
+    // 2.9 its termination empties the queue the call's request waits in, and the call never
+    // returns (librdkafka issues 4884 and 4970; Debian 12 ships 2.0.2). During the close the
+    // call runs on a thread of its own, waited for kCloseAssignWait at most; one left waiting
+    // keeps the handle alive to the process's exit (call_abandoned()).
+    std::packaged_task<void()> task(std::move(change));
+    std::future<void> done = task.get_future();
+    std::thread(std::move(task)).detach();
+    if (done.wait_for(kCloseAssignWait) != std::future_status::ready) {
+      call_abandoned_ = true;
+      log()->warn(
+          "closing: librdkafka did not answer the {} of {} partition(s) within {} s (its group "
+          "had terminated meanwhile); the consumer is left to the process's exit",
+          assign ? "assignment" : "revocation", partitions->cnt, kCloseAssignWait.count());
+    }
   }
   if (assign && (paused_ || ahead_.held())) rd_kafka_pause_partitions(consumer_, partitions);
   pause_lock.unlock();

@@ -94,6 +94,9 @@ class rebalance_handler {
   [[nodiscard]] std::size_t assigned() const noexcept { return assigned_.load(); }
   // A rebalance has assigned partitions (even none).
   [[nodiscard]] bool assigned_once() const noexcept { return assigned_once_.load(); }
+  // An assignment change during the close did not return in time (apply()): a thread still
+  // waits inside librdkafka, and the handle must not be destroyed.
+  [[nodiscard]] bool call_abandoned() const noexcept { return call_abandoned_.load(); }
 
  private:
   // The source's index of each of `partitions`.
@@ -123,6 +126,7 @@ class rebalance_handler {
   void pause_assignment(bool pause);
 
   rd_kafka_t* consumer_;
+  bool cooperative_;  // the rebalance protocol, from partition.assignment.strategy
   const std::vector<std::string>& topics_;
   bool from_earliest_;
   read_ahead& ahead_;
@@ -135,6 +139,7 @@ class rebalance_handler {
   std::mutex pause_mutex_;
   std::atomic<bool> assigned_once_{false};
   std::atomic<bool> closing_{false};
+  std::atomic<bool> call_abandoned_{false};
   std::atomic<std::size_t> assigned_{0};
   mutable std::mutex committed_mutex_;  // guards committed_
   std::map<std::pair<std::string, std::int32_t>, std::int64_t, std::less<>> committed_;

@@ -451,12 +451,13 @@ void source::close() {
         kCloseStepWait.count());
   }
   log_held_back_lines();  // the poller, which told them, is gone
-  if (!rebalance_->assigned_once() || !left) {
-    // Two cases where rd_kafka_destroy() must not run: librdkafka 2.0 fails an assertion
+  if (!rebalance_->assigned_once() || !left || rebalance_->call_abandoned()) {
+    // Three cases where rd_kafka_destroy() must not run: librdkafka 2.0 fails an assertion
     // (abort) for a consumer that joined a cooperative group but was never assigned (its
-    // issue 4312, fixed in 2.3), and destroying a consumer that has not left its group
-    // waits for the group, unbounded. The handle is kept until the process exits instead:
-    // nothing is left to commit.
+    // issue 4312, fixed in 2.3); destroying a consumer that has not left its group waits
+    // for the group, unbounded; and a thread of the close may still wait inside librdkafka
+    // (rebalance_handler::call_abandoned()). The handle is kept until the process exits
+    // instead: nothing is left to commit.
     // Never destroyed, so the handles stay reachable (for leak checkers) to the end.
     // Silenced: whatever it meets from now on (brokers gone away, an embedded cluster
     // destroyed before the process exits) is no news to anyone.
