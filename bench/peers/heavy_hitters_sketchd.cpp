@@ -9,15 +9,34 @@
 //                                          and counted (update), its estimate kept; then the
 //                                          block offered at once, top_k_tracker::
 //                                          offer_growing(span, …)
+//   HeavyHitters/sketchd_rolling+top_k_daemon
+//                                          the daemon's batch path (pipeline::feed_group's
+//                                          heavy-hitter pass, for one shard): a
+//                                          rolling_count_min of the same ε and δ, with the
+//                                          daemon's default conservative update, over a 5 min
+//                                          window of 10 slices, in groups of 256 keys (the
+//                                          daemon's extraction group): each key hashed and
+//                                          located, its d cells prefetched 16 keys ahead,
+//                                          counted into the current slice and the window
+//                                          (count), then the group offered at once (offer);
+//                                          the tracker refreshed once per block of 1,024 (the
+//                                          daemon's end of batch). All keys have one time, as
+//                                          within a slice (a rotation every 30 s is
+//                                          negligible per item)
+//   HeavyHitters/sketchd_rolling_plain+top_k_daemon
+//                                          the same with plain update (conservative: false)
 //   HeavyHitters/sketchd_count_min_update  the sketch's update alone (no top-k)
 //   HeavyHitters/sketchd_hash_only         a control: the hashes alone
+#include <algorithm>
 #include <array>
 #include <cstring>
+#include <memory>
 #include <string_view>
 
 #include "heavy_hitters_loop.h"
 #include "sketch/count_min.h"
 #include "sketch/hash.h"
+#include "sketch/rolling_count_min.h"
 #include "sketch/top_k.h"
 
 namespace {
@@ -34,19 +53,24 @@ std::string_view bytes_of(const std::uint64_t& key) noexcept {
   return {reinterpret_cast<const char*>(&key), sizeof key};
 }
 
+// The keys of a top-k, in its order.
+std::vector<std::uint64_t> keys_of(const std::vector<sketch::top_k_tracker::entry>& top) {
+  std::vector<std::uint64_t> out;
+  for (const auto& e : top) {
+    std::uint64_t key = 0;
+    std::memcpy(&key, e.item.data(), std::min(e.item.size(), sizeof key));
+    out.push_back(key);
+  }
+  return out;
+}
+
 struct sketchd_heavy {
   sketch::count_min_sketch cms = sketch::count_min_sketch::from_error(kEpsilon, kDelta);
   sketch::top_k_tracker tracker{peers::kHeavyTopK, kPhi};
 
   std::vector<std::uint64_t> top() {
     tracker.refresh([&](const sketch::hash128& h) { return cms.estimate(h); }, cms.total());
-    std::vector<std::uint64_t> out;
-    for (const auto& e : tracker.top()) {
-      std::uint64_t key = 0;
-      std::memcpy(&key, e.item.data(), std::min(e.item.size(), sizeof key));
-      out.push_back(key);
-    }
-    return out;
+    return keys_of(tracker.top());
   }
   [[nodiscard]] std::uint64_t bytes() const { return cms.size_bytes() + tracker.size_bytes(); }
 };
@@ -86,6 +110,62 @@ void sketchd_batch(benchmark::State& state) {
       [&] { return s.top(); }, [&] { return s.bytes(); });
 }
 
+// The daemon's heavy-hitter state for one pipeline (scope: instance), and its batch pass.
+template <bool Conservative>
+struct sketchd_rolling {
+  static constexpr std::size_t kGroup = 256;  // extractor::kBatchMessages
+  static constexpr std::size_t kAhead = 16;   // pipeline::feed_group's prefetch distance
+  static constexpr std::int64_t kNowMs = 1'800'000'000'000;
+
+  sketch::rolling_count_min heavy{sketch::rolling_count_min_options{.window_ms = 300'000,
+                                                                    .buckets = 10,
+                                                                    .epsilon = kEpsilon,
+                                                                    .delta = kDelta,
+                                                                    .top_k = peers::kHeavyTopK,
+                                                                    .threshold = kPhi,
+                                                                    .conservative = Conservative}};
+  std::array<sketch::hash128, kGroup> hashes{};
+  std::array<std::uint32_t, kGroup * sketch::count_min_sketch::kMaxDepth> cells{};
+  std::array<std::uint64_t, kGroup> estimates{};
+  std::array<std::uint64_t, kGroup> totals{};
+
+  void feed_group(std::span<const std::uint64_t> keys) {
+    const std::size_t n = keys.size();
+    const std::size_t depth = heavy.depth();
+    for (std::size_t i = 0; i < n; ++i) {
+      hashes[i] = hash_of(keys[i]);
+      heavy.locate(hashes[i], &cells[i * depth]);
+    }
+    for (std::size_t i = 0; i < std::min(n, kAhead); ++i) heavy.prefetch(&cells[i * depth]);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i + kAhead < n) heavy.prefetch(&cells[(i + kAhead) * depth]);
+      estimates[i] = heavy.count(&cells[i * depth], kNowMs);
+      totals[i] = heavy.window_items();
+    }
+    heavy.offer(
+        std::span<const sketch::hash128>(hashes).first(n),
+        std::span<const std::uint64_t>(estimates).first(n),
+        [&](std::size_t i) { return bytes_of(keys[i]); }, [&](std::size_t i) { return totals[i]; });
+  }
+  void feed(std::span<const std::uint64_t> keys) {
+    for (std::size_t done = 0; done < keys.size(); done += kGroup)
+      feed_group(keys.subspan(done, std::min(kGroup, keys.size() - done)));
+    heavy.refresh();
+  }
+  std::vector<std::uint64_t> top() {
+    heavy.refresh();
+    return keys_of(heavy.top());
+  }
+};
+
+template <bool Conservative>
+void sketchd_rolling_daemon(benchmark::State& state) {
+  auto s = std::make_unique<sketchd_rolling<Conservative>>();
+  peers::run_heavy(
+      state, [&](std::span<const std::uint64_t> keys) { s->feed(keys); }, [&] { return s->top(); },
+      [&] { return s->heavy.size_bytes(); });
+}
+
 void sketchd_update_only(benchmark::State& state) {
   sketchd_heavy s;
   std::uint64_t sum = 0;  // of the estimates: the loop's result
@@ -113,6 +193,10 @@ const bool registered_one_by_one =
     peers::register_heavy("HeavyHitters/sketchd_count_min+top_k", sketchd_one_by_one);
 const bool registered_batch =
     peers::register_heavy("HeavyHitters/sketchd_count_min+top_k_batch", sketchd_batch);
+const bool registered_daemon = peers::register_heavy("HeavyHitters/sketchd_rolling+top_k_daemon",
+                                                     sketchd_rolling_daemon<true>);
+const bool registered_daemon_plain = peers::register_heavy(
+    "HeavyHitters/sketchd_rolling_plain+top_k_daemon", sketchd_rolling_daemon<false>);
 const bool registered_update =
     peers::register_heavy("HeavyHitters/sketchd_count_min_update", sketchd_update_only);
 const bool registered_hash =

@@ -6,6 +6,7 @@
 #include <array>
 #include <cassert>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <stdexcept>
 
@@ -87,7 +88,8 @@ rolling_count_min::rolling_count_min(const rolling_count_min_options& options)
     : options_(checked(options)),
       width_(count_min_sketch::suggest_width(options.epsilon)),
       depth_(count_min_sketch::suggest_depth(options.delta)),
-      cells_(std::size_t{width_} * depth_, cell{0, 0}),
+      stride_(options.conservative ? 2 : 1),
+      counters_(2 * std::size_t{width_} * depth_, 0),
       tracker_(options.top_k, options.threshold, 0, options.seed),
       slice_ms_(slice_ms(options)) {
   past_.reserve(options.buckets - 1);
@@ -102,16 +104,16 @@ double rolling_count_min::delta() const noexcept { return std::exp(-static_cast<
 
 std::uint64_t rolling_count_min::estimate(hash128 h) const noexcept {
   index_sequence columns(h, width_);
-  const cell* row = cells_.data();
+  std::size_t row = 0;
   std::uint32_t minimum = kSaturated;
   for (std::uint32_t r = 0; r < depth_; ++r, row += width_) {
-    minimum = std::min(minimum, row[columns.next()].sum);
+    minimum = std::min(minimum, sum(row + columns.next()));
   }
   return minimum == kSaturated ? window_total_ : minimum;
 }
 
 void rolling_count_min::clear_window() noexcept {
-  std::fill(cells_.begin(), cells_.end(), cell{0, 0});
+  std::fill(counters_.begin(), counters_.end(), 0);
   for (count_min_sketch& b : past_) b.clear();
   window_total_ = 0;
   current_total_ = 0;
@@ -128,16 +130,16 @@ void rolling_count_min::rotate() noexcept {
   count_min_sketch& oldest = past_[oldest_];
   std::uint32_t* const old = oldest.counters_.data();
   std::uint64_t stuck = 0;
-  for (std::size_t i = 0; i < cells_.size(); ++i) {
-    cell& c = cells_[i];
+  for (std::size_t i = 0; i < cell_count(); ++i) {
+    const std::uint32_t current = current_of(i);
+    std::uint32_t& s = sum(i);
     // Saturated counters of the sum do not know what is left once the slice is gone.
-    if (c.sum == kSaturated) {
+    if (s == kSaturated) {
       stuck += old[i] != 0 ? 1 : 0;
     } else {
-      c.sum -= std::min(c.sum, old[i]);  // old ≤ sum always; clamp all the same
+      s -= std::min(s, old[i]);  // old ≤ sum always; clamp all the same
     }
-    old[i] = c.current;
-    c.current = 0;
+    old[i] = current;
   }
   window_total_ -= std::min(window_total_, oldest.total_);
   oldest.total_ = current_total_;
@@ -146,13 +148,34 @@ void rolling_count_min::rotate() noexcept {
   current_ = (current_ + 1) % options_.buckets;
   if (stuck > 0) {
     // Recompute the sum from the slices (the current one is empty) so it is exact again.
-    for (cell& c : cells_) c.sum = 0;
+    for (std::size_t i = 0; i < cell_count(); ++i) sum(i) = 0;
     for (const count_min_sketch& b : past_) {
-      for (std::size_t i = 0; i < cells_.size(); ++i) {
-        cells_[i].sum = saturating_add(cells_[i].sum, b.counters_[i]);
-      }
+      for (std::size_t i = 0; i < cell_count(); ++i)
+        sum(i) = saturating_add(sum(i), b.counters_[i]);
     }
   }
+  rebase();
+}
+
+void rolling_count_min::rebase() noexcept {
+  for (std::size_t i = 0; i < cell_count(); ++i) {
+    const std::uint32_t s = sum(i);
+    second(i) = stride_ == 2 || s == kSaturated ? 0 : s;
+  }
+}
+
+void rolling_count_min::add_saturating(std::size_t i, std::uint32_t increment) noexcept {
+  assert(stride_ == 1);
+  std::uint32_t& s = sum(i);
+  std::uint32_t& b = second(i);
+  assert(s >= kSaturated - increment);  // the sum is or becomes saturated
+  if (s != kSaturated) {
+    // It saturates: from now on the base holds the current slice's counter itself.
+    b = saturating_add(s - b, increment);
+    s = kSaturated;
+    return;
+  }
+  b = saturating_add(b, increment);
 }
 
 bool rolling_count_min::rotates_at(std::int64_t now_ms) const noexcept {
@@ -163,7 +186,7 @@ void rolling_count_min::advance(std::int64_t now_ms) noexcept {
   const std::int64_t index = floor_div(now_ms, slice_ms_);
   if (!started_) {
     started_ = true;
-    slice_index_ = index;
+    set_slice(index);
     return;
   }
   if (index <= slice_index_) return;
@@ -175,8 +198,17 @@ void rolling_count_min::advance(std::int64_t now_ms) noexcept {
   } else {
     for (std::uint64_t i = 0; i < steps; ++i) rotate();
   }
-  slice_index_ = index;
+  set_slice(index);
   refresh();
+}
+
+void rolling_count_min::set_slice(std::int64_t index) noexcept {
+  slice_index_ = index;
+  std::int64_t next = 0;
+  if (__builtin_add_overflow(index, 1, &next) || __builtin_mul_overflow(next, slice_ms_, &next)) {
+    next = std::numeric_limits<std::int64_t>::max();
+  }
+  next_slice_ms_ = next;
 }
 
 // The slice's update (plain or conservative, as count_min_sketch::update) with each
@@ -185,31 +217,34 @@ std::uint64_t rolling_count_min::update_cells(const std::uint32_t* at,
                                               std::uint32_t weight) noexcept {
   current_total_ = saturating_add(current_total_, std::uint64_t{weight});
   window_total_ = saturating_add(window_total_, std::uint64_t{weight});
-  cell* const cells = cells_.data();
+  std::uint32_t* const counters = counters_.data();
   const std::uint32_t depth = depth_;
   std::uint32_t minimum = kSaturated;  // of the sum's counters after the update
   if (!options_.conservative) {
     for (std::uint32_t r = 0; r < depth; ++r) {
-      cell& c = cells[at[r]];
-      const std::uint32_t raised = saturating_add(c.current, weight);
-      c.sum = saturating_add(c.sum, raised - c.current);
-      c.current = raised;
-      minimum = std::min(minimum, c.sum);
+      std::uint32_t& s = counters[at[r]];  // stride 1
+      if (s < kSaturated - weight) [[likely]] {
+        s += weight;
+      } else {
+        add_saturating(at[r], weight);
+      }
+      minimum = std::min(minimum, s);
     }
     return minimum == kSaturated ? window_total_ : minimum;
   }
-  // Conservative: raise the slice's counters to at most its minimum + weight.
+  // Conservative: raise the slice's counters to at most its minimum + weight, and the sum's
+  // beside them by as much.
   std::uint32_t slice_minimum = kSaturated;
   for (std::uint32_t r = 0; r < depth; ++r)
-    slice_minimum = std::min(slice_minimum, cells[at[r]].current);
+    slice_minimum = std::min(slice_minimum, counters[2 * std::size_t{at[r]} + 1]);
   const std::uint32_t target = saturating_add(slice_minimum, weight);
   for (std::uint32_t r = 0; r < depth; ++r) {
-    cell& c = cells[at[r]];
-    if (c.current < target) {
-      c.sum = saturating_add(c.sum, target - c.current);
-      c.current = target;
-    }
-    minimum = std::min(minimum, c.sum);
+    std::uint32_t* const pair = counters + 2 * std::size_t{at[r]};  // sum, current
+    // Branch-free: whether a row is raised is as good as random.
+    const std::uint32_t raised = std::max(pair[1], target);
+    pair[0] = saturating_add(pair[0], raised - pair[1]);
+    pair[1] = raised;
+    minimum = std::min(minimum, pair[0]);
   }
   return minimum == kSaturated ? window_total_ : minimum;
 }
@@ -224,8 +259,7 @@ std::uint64_t rolling_count_min::update(hash128 h, std::string_view item, std::i
 std::uint64_t rolling_count_min::update(const std::uint32_t* cells, hash128 h,
                                         std::string_view item, std::int64_t now_ms,
                                         std::uint32_t weight) noexcept {
-  advance(now_ms);
-  const std::uint64_t estimate = update_cells(cells, weight);
+  const std::uint64_t estimate = count(cells, now_ms, weight);
   tracker_.offer_growing(h, item, estimate, window_total_);  // advance() refreshed
   return estimate;
 }
@@ -236,7 +270,7 @@ void rolling_count_min::refresh() noexcept {
 
 count_min_sketch rolling_count_min::current_sketch() const {
   count_min_sketch s(width_, depth_, options_.seed, options_.conservative);
-  for (std::size_t i = 0; i < cells_.size(); ++i) s.counters_[i] = cells_[i].current;
+  for (std::size_t i = 0; i < cell_count(); ++i) s.counters_[i] = current_of(i);
   s.total_ = current_total_;
   return s;
 }
@@ -244,13 +278,13 @@ count_min_sketch rolling_count_min::current_sketch() const {
 count_min_sketch rolling_count_min::sum_sketch() const {
   // The sum is recorded as a plain sketch (it only ever receives the slices' increments).
   count_min_sketch s(width_, depth_, options_.seed, false);
-  for (std::size_t i = 0; i < cells_.size(); ++i) s.counters_[i] = cells_[i].sum;
+  for (std::size_t i = 0; i < cell_count(); ++i) s.counters_[i] = sum(i);
   s.total_ = window_total_;
   return s;
 }
 
 std::size_t rolling_count_min::size_bytes() const noexcept {
-  std::size_t bytes = cells_.size() * sizeof(cell) + tracker_.size_bytes();
+  std::size_t bytes = counters_.size() * sizeof(std::uint32_t) + tracker_.size_bytes();
   for (const count_min_sketch& b : past_) bytes += b.size_bytes();
   return bytes;
 }
@@ -354,6 +388,7 @@ rolling_count_min rolling_count_min::deserialize(std::string_view record) {
   };
   // The sum of the slices, computed as they are read; the record's own sum must equal it.
   count_min_sketch sum(r.width_, r.depth_, o.seed, false);
+  std::vector<std::uint32_t> current_counters;
   for (std::uint32_t p = 0; p < o.buckets; ++p) {
     count_min_sketch b = read_sketch(fmt::format("slice {}", p));
     in.require(b.conservative() == o.conservative,
@@ -361,7 +396,7 @@ rolling_count_min rolling_count_min::deserialize(std::string_view record) {
     sum.add_counters(b);
     const std::uint32_t age = r.age_of(p);
     if (age + 1 == o.buckets) {
-      for (std::size_t i = 0; i < r.cells_.size(); ++i) r.cells_[i].current = b.counters_[i];
+      current_counters = b.counters_;
       r.current_total_ = b.total_;
     } else {
       r.past(age) = std::move(b);
@@ -373,7 +408,16 @@ rolling_count_min rolling_count_min::deserialize(std::string_view record) {
   in.require(!stored_sum.conservative(), "sum: recorded as a conservative sketch");
   in.require(stored_sum.total_ == sum.total_ && stored_sum.counters_ == sum.counters_,
              "the sum is not the sum of the slices");
-  for (std::size_t i = 0; i < r.cells_.size(); ++i) r.cells_[i].sum = sum.counters_[i];
+  for (std::size_t i = 0; i < r.cell_count(); ++i) {
+    const std::uint32_t s = sum.counters_[i];
+    r.sum(i) = s;
+    // The sum holds the current slice's counter, so it is never below it.
+    if (r.stride_ == 2) {
+      r.second(i) = current_counters[i];
+    } else {
+      r.second(i) = s == kSaturated ? current_counters[i] : s - current_counters[i];
+    }
+  }
   r.window_total_ = sum.total_;
   const std::string_view tracker_record = in.record();
   top_k_tracker tracker = nested("tracker", tracker_record, top_k_tracker::deserialize);
@@ -398,7 +442,11 @@ rolling_count_min rolling_count_min::deserialize(std::string_view record) {
   in.require(started == 1 || r.window_total_ == 0, "items counted before any time was seen");
   r.tracker_ = std::move(tracker);
   r.started_ = started == 1;
-  r.slice_index_ = slice_index;
+  if (r.started_) {
+    r.set_slice(slice_index);
+  } else {
+    r.slice_index_ = slice_index;
+  }
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -77,9 +78,9 @@ class rolling_count_min {
   }
 
   // Asks the CPU to start loading, for writing, every counter that update(h, …) will touch:
-  // the item's d cells (each holds the window's counter and the current slice's, so d cache
-  // lines). A hint only: no effect on the state, no allocation; call it some items ahead, in
-  // a batch.
+  // the window's d counters of the item (d cache lines; with conservative update, each beside
+  // the current slice's counter, which it also reads). A hint only: no effect on the state,
+  // no allocation; call it some items ahead, in a batch.
   void prefetch(const hash128& h) const noexcept {
     std::array<std::uint32_t, count_min_sketch::kMaxDepth> cells;
     locate(h, cells.data());
@@ -99,7 +100,8 @@ class rolling_count_min {
     }
   }
   void prefetch(const std::uint32_t* cells) const noexcept {
-    for (std::uint32_t r = 0; r < depth_; ++r) __builtin_prefetch(cells_.data() + cells[r], 1, 3);
+    for (std::uint32_t r = 0; r < depth_; ++r)
+      __builtin_prefetch(counters_.data() + std::size_t{cells[r]} * stride_, 1, 3);
   }
   std::uint64_t update(const std::uint32_t* cells, hash128 h, std::string_view item,
                        std::int64_t now_ms, std::uint32_t weight = 1) noexcept;
@@ -115,7 +117,8 @@ class rolling_count_min {
   // tracker's state depends only on the sequence of offers. No allocation.
   std::uint64_t count(const std::uint32_t* cells, std::int64_t now_ms,
                       std::uint32_t weight = 1) noexcept {
-    advance(now_ms);
+    if (now_ms >= next_slice_ms_) [[unlikely]]
+      advance(now_ms);
     return update_cells(cells, weight);
   }
   void offer(hash128 h, std::string_view item, std::uint64_t estimate, std::uint64_t n) noexcept {
@@ -195,16 +198,43 @@ class rolling_count_min {
   [[nodiscard]] static rolling_count_min deserialize(std::string_view record);
 
  private:
-  // One counter position of the window's sum and of the current slice, side by side: an
-  // update reads and writes both, so it touches d cache lines instead of 2·d, in an array
-  // as large as the two separate ones (8·w·d bytes, the part of the state that is hot).
-  struct cell {
-    std::uint32_t sum;      // the window's counter: the slices' counters summed, saturating
-    std::uint32_t current;  // the current slice's counter
-  };
+  // The window's sum and the current slice, in w·d positions of two counters each: sum(i),
+  // the window's counter (the slices' counters summed, saturating), and second(i), which
+  // keeps the current slice's counter in the form each update reads most cheaply:
+  //   plain update (stride 1: the w·d sums contiguous, the w·d seconds after them) reads and
+  //     writes sums only, as hot as a plain count_min_sketch's counters. second(i) is the
+  //     base: what sum(i) was when the current slice began, so that the current slice's
+  //     counter is sum(i) − second(i); once sum(i) is saturated, the current slice's counter
+  //     itself (saturating). Only a rotation and a record need the current slice.
+  //   conservative update (stride 2: each sum beside its second, one cache line per row)
+  //     reads the current slice's counters at every update: second(i) is that counter.
+  [[nodiscard]] std::uint32_t& sum(std::size_t i) noexcept { return counters_[i * stride_]; }
+  [[nodiscard]] std::uint32_t sum(std::size_t i) const noexcept { return counters_[i * stride_]; }
+  [[nodiscard]] std::uint32_t& second(std::size_t i) noexcept { return counters_[second_at(i)]; }
+  [[nodiscard]] std::uint32_t second(std::size_t i) const noexcept {
+    return counters_[second_at(i)];
+  }
+  [[nodiscard]] std::size_t second_at(std::size_t i) const noexcept {
+    return stride_ == 2 ? 2 * i + 1 : cell_count() + i;
+  }
+  [[nodiscard]] std::size_t cell_count() const noexcept { return std::size_t{width_} * depth_; }
+  // The current slice's counter at position i.
+  [[nodiscard]] std::uint32_t current_of(std::size_t i) const noexcept {
+    if (stride_ == 2) return second(i);
+    const std::uint32_t s = sum(i);
+    return s == count_min_sketch::kSaturated ? second(i) : s - second(i);
+  }
+  // Plain update: adds `increment` to the current slice's counter and the sum at position i,
+  // when the sum saturates or is saturated (the rare path of update_cells).
+  void add_saturating(std::size_t i, std::uint32_t increment) noexcept;
+  // Every current slice's counter set to 0 (plain: every base set from its sum): the start
+  // of a slice.
+  void rebase() noexcept;
 
   std::uint64_t update_cells(const std::uint32_t* at, std::uint32_t weight) noexcept;
   void rotate() noexcept;
+  // Makes `index` the current slice's ⌊t/s⌋ (slice_index_ and next_slice_ms_).
+  void set_slice(std::int64_t index) noexcept;
   void clear_window() noexcept;
   // The age of ring position p: 0 for the oldest slice, buckets − 1 for the current one.
   [[nodiscard]] std::uint32_t age_of(std::uint32_t position) const noexcept {
@@ -224,15 +254,20 @@ class rolling_count_min {
   rolling_count_min_options options_;
   std::uint32_t width_;
   std::uint32_t depth_;
-  std::vector<cell> cells_;             // w·d, row-major like count_min_sketch's counters
-  std::uint64_t window_total_ = 0;      // N of the window
-  std::uint64_t current_total_ = 0;     // N of the current slice
-  std::vector<count_min_sketch> past_;  // the buckets − 1 completed slices, a ring
-  std::uint32_t oldest_ = 0;            // position in past_ of the oldest of them
+  std::uint32_t stride_;                 // 1 (plain update) or 2 (conservative): see sum()
+  std::vector<std::uint32_t> counters_;  // sums and bases, row-major like count_min_sketch's
+  std::uint64_t window_total_ = 0;       // N of the window
+  std::uint64_t current_total_ = 0;      // N of the current slice
+  std::vector<count_min_sketch> past_;   // the buckets − 1 completed slices, a ring
+  std::uint32_t oldest_ = 0;             // position in past_ of the oldest of them
   top_k_tracker tracker_;
   std::int64_t slice_ms_;
   std::int64_t slice_index_ = 0;  // ⌊t/s⌋ of the current slice, valid once started_
-  std::uint32_t current_ = 0;     // ring position of the current slice (of the record format)
+  // Where the next slice begins, (slice_index_ + 1)·s, or INT64_MAX when that overflows;
+  // INT64_MIN until started_. A time below it cannot move the window, so count() calls
+  // advance() (which decides) only at or past it: once per slice, not once per item.
+  std::int64_t next_slice_ms_ = std::numeric_limits<std::int64_t>::min();
+  std::uint32_t current_ = 0;  // ring position of the current slice (of the record format)
   bool started_ = false;
 };
 
