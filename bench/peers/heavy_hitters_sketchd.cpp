@@ -25,6 +25,9 @@
 //                                          negligible per item)
 //   HeavyHitters/sketchd_rolling_plain+top_k_daemon
 //                                          the same with plain update (conservative: false)
+//   HeavyHitters/sketchd_rolling_count_daemon, …/sketchd_rolling_plain_count_daemon
+//                                          the same two without the top-k (no offer, no
+//                                          refresh): the floor of the daemon's rows
 //   HeavyHitters/sketchd_count_min_update  the sketch's update alone (no top-k)
 //   HeavyHitters/sketchd_hash_only         a control: the hashes alone
 #include <algorithm>
@@ -129,7 +132,9 @@ struct sketchd_rolling {
   std::array<std::uint64_t, kGroup> estimates{};
   std::array<std::uint64_t, kGroup> totals{};
 
-  void feed_group(std::span<const std::uint64_t> keys) {
+  // The group's keys hashed, located, prefetched and counted; returns the sum of their
+  // estimates.
+  std::uint64_t count_group(std::span<const std::uint64_t> keys) {
     const std::size_t n = keys.size();
     const std::size_t depth = heavy.depth();
     for (std::size_t i = 0; i < n; ++i) {
@@ -137,11 +142,18 @@ struct sketchd_rolling {
       heavy.locate(hashes[i], &cells[i * depth]);
     }
     for (std::size_t i = 0; i < std::min(n, kAhead); ++i) heavy.prefetch(&cells[i * depth]);
+    std::uint64_t sum = 0;
     for (std::size_t i = 0; i < n; ++i) {
       if (i + kAhead < n) heavy.prefetch(&cells[(i + kAhead) * depth]);
       estimates[i] = heavy.count(&cells[i * depth], kNowMs);
       totals[i] = heavy.window_items();
+      sum += estimates[i];
     }
+    return sum;
+  }
+  void feed_group(std::span<const std::uint64_t> keys) {
+    const std::size_t n = keys.size();
+    count_group(keys);
     heavy.offer(
         std::span<const sketch::hash128>(hashes).first(n),
         std::span<const std::uint64_t>(estimates).first(n),
@@ -164,6 +176,23 @@ void sketchd_rolling_daemon(benchmark::State& state) {
   peers::run_heavy(
       state, [&](std::span<const std::uint64_t> keys) { s->feed(keys); }, [&] { return s->top(); },
       [&] { return s->heavy.size_bytes(); });
+}
+
+// The daemon's pass without the top-k: each group hashed, located, prefetched and counted
+// as above, no offer and no refresh. What is left of the daemon's row when the tracker
+// costs nothing: the floor of its Count-Min part.
+template <bool Conservative>
+void sketchd_rolling_count_only(benchmark::State& state) {
+  auto s = std::make_unique<sketchd_rolling<Conservative>>();
+  std::uint64_t sum = 0;  // of the estimates: the loop's result
+  peers::run_heavy(
+      state,
+      [&](std::span<const std::uint64_t> keys) {
+        for (std::size_t done = 0; done < keys.size(); done += s->kGroup)
+          sum += s->count_group(keys.subspan(done, std::min(s->kGroup, keys.size() - done)));
+      },
+      [&] { return std::vector<std::uint64_t>{}; }, [&] { return s->heavy.size_bytes(); });
+  state.counters["estimate_sum"] = static_cast<double>(sum);
 }
 
 void sketchd_update_only(benchmark::State& state) {
@@ -197,6 +226,10 @@ const bool registered_daemon = peers::register_heavy("HeavyHitters/sketchd_rolli
                                                      sketchd_rolling_daemon<true>);
 const bool registered_daemon_plain = peers::register_heavy(
     "HeavyHitters/sketchd_rolling_plain+top_k_daemon", sketchd_rolling_daemon<false>);
+const bool registered_daemon_count = peers::register_heavy(
+    "HeavyHitters/sketchd_rolling_count_daemon", sketchd_rolling_count_only<true>);
+const bool registered_daemon_plain_count = peers::register_heavy(
+    "HeavyHitters/sketchd_rolling_plain_count_daemon", sketchd_rolling_count_only<false>);
 const bool registered_update =
     peers::register_heavy("HeavyHitters/sketchd_count_min_update", sketchd_update_only);
 const bool registered_hash =
