@@ -7,14 +7,16 @@
 //   kafka_bare consume --brokers B --topic T --group G --count N [--batch 5000]
 //       reads N messages and prints "rate: R msg/s" (first message to the Nth) and the CPU
 //       time per message of its threads over the same interval ("cpu ns per message: …",
-//       from /proc: app, the polling thread; librdkafka, its threads) with the share of the
-//       machine's CPU time left idle
+//       from /proc: app, the polling thread; librdkafka, its threads), its page faults, and
+//       the shares of the machine's CPU time left idle and taken by a virtual machine's host
+//       (steal)
 //   kafka_bare pipe --brokers B --topic T --group G --count N --output O [--batch 5000]
 //       the same, producing each message (key, value, headers, timestamp) to O with an
 //       idempotent producer and storing an input offset only after its delivery report —
 //       the bare equivalent of sketchd's forward path, every message forwarded
 #include <fmt/format.h>
 #include <librdkafka/rdkafka.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -49,7 +51,10 @@ struct options {
 struct thread_cpu {
   double app = 0;
   double librdkafka = 0;
-  double machine_idle = 0;  // idle + iowait of every CPU of the machine, from /proc/stat
+  double machine_idle = 0;   // idle + iowait of every CPU of the machine, from /proc/stat
+  double machine_steal = 0;  // time a virtual machine's CPUs waited for the host's
+  long minor_faults = 0;     // this process's page faults (getrusage)
+  long major_faults = 0;
 };
 
 thread_cpu read_thread_cpu() {
@@ -80,9 +85,15 @@ thread_cpu read_thread_cpu() {
   }
   std::ifstream proc_stat("/proc/stat");
   std::string cpu_label;
-  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
   if (proc_stat >> cpu_label >> user >> nice >> system >> idle >> iowait) {
     cpu.machine_idle = (idle + iowait) / tick;
+    if (proc_stat >> irq >> softirq >> steal) cpu.machine_steal = steal / tick;
+  }
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) == 0) {
+    cpu.minor_faults = usage.ru_minflt;
+    cpu.major_faults = usage.ru_majflt;
   }
   return cpu;
 }
@@ -236,10 +247,15 @@ int run(const options& o, bool pipe) {
              static_cast<double>(o.count) / seconds);
   const double per_message = 1e9 / static_cast<double>(o.count);
   const auto cpus = static_cast<double>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-  fmt::print("cpu ns per message: app={:.0f} librdkafka={:.0f}; machine idle {:.0f}%\n",
-             (cpu_last.app - cpu_first.app) * per_message,
-             (cpu_last.librdkafka - cpu_first.librdkafka) * per_message,
-             100 * (cpu_last.machine_idle - cpu_first.machine_idle) / (seconds * cpus));
+  fmt::print(
+      "cpu ns per message: app={:.0f} librdkafka={:.0f}; page faults {} minor, {} major; machine "
+      "idle {:.0f}%, steal {:.0f}%\n",
+      (cpu_last.app - cpu_first.app) * per_message,
+      (cpu_last.librdkafka - cpu_first.librdkafka) * per_message,
+      cpu_last.minor_faults - cpu_first.minor_faults,
+      cpu_last.major_faults - cpu_first.major_faults,
+      100 * (cpu_last.machine_idle - cpu_first.machine_idle) / (seconds * cpus),
+      100 * (cpu_last.machine_steal - cpu_first.machine_steal) / (seconds * cpus));
   if (output) rd_kafka_topic_destroy(output);
   rd_kafka_consumer_close(consumer.get());
   return state.failed == 0 ? 0 : 1;

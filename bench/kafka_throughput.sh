@@ -25,10 +25,16 @@
 #      either side.
 #      Each sketchd round also prints sketchd's CPU time per message by thread over the
 #      same interval, from /proc (10 ms ticks): main (processing), poller (sketchd-poll,
-#      the source's read-ahead), librdkafka (its threads), other (HTTP, …). With a core per
-#      busy thread, the rate is bounded by the busiest one; on 2 cores, by their sum. The
-#      bare consumer prints the same for its threads: app (polling) and librdkafka. Both
-#      print the share of the machine's CPU time left idle over the interval.
+#      the source's read-ahead), librdkafka (its threads), other (HTTP, …), and the
+#      scraping observer's own (observer: a cost the bare consumer's rounds do not carry).
+#      With a core per busy thread, the rate is bounded by the busiest one; on 2 cores, by
+#      their sum. The bare consumer prints the same for its threads: app (polling) and
+#      librdkafka. Both print the share of the machine's CPU time left idle over the
+#      interval, and the share a virtual machine's CPUs waited for the host (steal); sketchd
+#      also its page faults over the interval. A sketchd round's "between scrapes" rate is that of the messages counted
+#      between the first and the last scrape that saw the count move: without the rounding
+#      of the first and the last time to the scrape interval, which at N = 600,000 and 3M
+#      msg/s (0.2 s) moves the rate by up to ±10%.
 #   4. medians and ranges of the rates; the ratio of sketchd to the bare consumer in each
 #      round (the two run back to back on the same broker, so a round's ratio is steadier
 #      than the ratio of medians) with its median and range; the goals.
@@ -149,7 +155,7 @@ EOF
   pids+=("$pid")
   local status=0
   python3 - "$port" "$n" "$output" "$pid" "$work/$name.threads" <<'EOF' || status=$?
-import os, re, sys, time, urllib.request
+import http.client, os, re, sys, time
 port, n, output, pid, threads_file = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 tick = os.sysconf("SC_CLK_TCK")
 def thread_cpu():
@@ -166,19 +172,34 @@ def thread_cpu():
         cpu[kind] += (int(fields[11]) + int(fields[12])) / tick  # utime + stime
     return cpu
 def machine_idle():
-    """Idle CPU seconds of the whole machine (idle + iowait of every CPU), from /proc/stat."""
+    """Idle CPU seconds of the whole machine (idle + iowait of every CPU), and the seconds its
+    CPUs waited for a virtual machine's host (steal), from /proc/stat."""
     fields = open("/proc/stat").readline().split()
-    return (int(fields[4]) + int(fields[5])) / tick
+    return (int(fields[4]) + int(fields[5])) / tick, int(fields[8]) / tick
+def page_faults():
+    """The sketchd process's minor and major page faults, from /proc."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return int(fields[7]), int(fields[9])
+connection = None
 def scrape():
+    """The metrics page, over one kept-alive connection (reopened after an error)."""
+    global connection
     try:
-        return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
-    except OSError:
+        if connection is None:
+            connection = http.client.HTTPConnection("127.0.0.1", int(port), timeout=2)
+        connection.request("GET", "/metrics")
+        return connection.getresponse().read().decode()
+    except (OSError, http.client.HTTPException):
+        if connection is not None:
+            connection.close()
+        connection = None
         return ""
 def value(text, name):
     m = re.search(r"^" + re.escape(name) + r"(?:\{[^}]*\})? (\S+)$", text, re.M)
     return float(m.group(1)) if m else 0.0
 deadline = time.time() + 300
 first = last = None
+inside = []  # (time, consumed) of the scrapes that saw 0 < consumed < n
 while time.time() < deadline:
     t = time.monotonic()
     text = scrape()
@@ -187,10 +208,16 @@ while time.time() < deadline:
         first = t
         cpu_first = thread_cpu()
         idle_first = machine_idle()
+        faults_first = page_faults()
+        observer_first = time.process_time()
+    if 0 < consumed < n:
+        inside.append((t, consumed))
     if consumed >= n:
         last = t
         cpu_last = thread_cpu()
         idle_last = machine_idle()
+        faults_last = page_faults()
+        observer_last = time.process_time()
         break
     time.sleep(0.02)
 if last is None:
@@ -211,7 +238,17 @@ if last == first:
              " (20 ms apart); use a larger N")
 with open(threads_file, "w") as f:  # CPU ns per message by thread, while consuming
     f.write(" ".join(f"{k}={(cpu_last[k] - cpu_first[k]) / n * 1e9:.0f}" for k in cpu_last))
-    f.write(f"; machine idle {(idle_last - idle_first) / ((last - first) * os.cpu_count()):.0%}\n")
+    f.write(f" observer={(observer_last - observer_first) / n * 1e9:.0f}")
+    f.write(f"; page faults {faults_last[0] - faults_first[0]} minor, {faults_last[1] - faults_first[1]} major")
+    cpu_seconds = (last - first) * os.cpu_count()
+    f.write(f"; machine idle {(idle_last[0] - idle_first[0]) / cpu_seconds:.0%}"
+            f", steal {(idle_last[1] - idle_first[1]) / cpu_seconds:.0%}")
+    # Between the first and the last scrape that saw the count move, both taken at known
+    # times: the rate without the scrape interval's rounding at either end.
+    if len(inside) >= 2 and inside[-1][1] > inside[0][1]:
+        (t0, c0), (t1, c1) = inside[0], inside[-1]
+        f.write(f"; between scrapes {(c1 - c0) / (t1 - t0):.0f} msg/s over {c1 - c0:.0f} messages")
+    f.write("\n")
 print(f"{n / (last - first):.0f}")
 EOF
   kill -TERM "$pid"

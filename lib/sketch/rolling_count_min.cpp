@@ -396,7 +396,7 @@ rolling_count_min rolling_count_min::deserialize(std::string_view record) {
     sum.add_counters(b);
     const std::uint32_t age = r.age_of(p);
     if (age + 1 == o.buckets) {
-      current_counters = b.counters_;
+      current_counters = std::move(b.counters_);
       r.current_total_ = b.total_;
     } else {
       r.past(age) = std::move(b);
