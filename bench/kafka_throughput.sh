@@ -30,11 +30,11 @@
 #      With a core per busy thread, the rate is bounded by the busiest one; on 2 cores, by
 #      their sum. The bare consumer prints the same for its threads: app (polling) and
 #      librdkafka. Both print the share of the machine's CPU time left idle over the
-#      interval, and the share a virtual machine's CPUs waited for the host (steal); sketchd
-#      also its page faults over the interval. A sketchd round's "between scrapes" rate is that of the messages counted
-#      between the first and the last scrape that saw the count move: without the rounding
-#      of the first and the last time to the scrape interval, which at N = 600,000 and 3M
-#      msg/s (0.2 s) moves the rate by up to ±10%.
+#      interval, and the share a virtual machine's CPUs waited for the host (steal); both
+#      their page faults over the interval. A sketchd round's "between scrapes" rate is that
+#      of the messages counted between the first and the last scrape that saw the count
+#      move: without the rounding of the first and the last time to the scrape interval,
+#      which at N = 600,000 and 3M msg/s (0.2 s) moves the rate by up to ±10%.
 #   4. medians and ranges of the rates; the ratio of sketchd to the bare consumer in each
 #      round (the two run back to back on the same broker, so a round's ratio is steadier
 #      than the ratio of medians) with its median and range; the goals.
@@ -171,7 +171,7 @@ def thread_cpu():
                 else "librdkafka" if comm.startswith("rdk:") else "other")
         cpu[kind] += (int(fields[11]) + int(fields[12])) / tick  # utime + stime
     return cpu
-def machine_idle():
+def machine_times():
     """Idle CPU seconds of the whole machine (idle + iowait of every CPU), and the seconds its
     CPUs waited for a virtual machine's host (steal), from /proc/stat."""
     fields = open("/proc/stat").readline().split()
@@ -207,7 +207,7 @@ while time.time() < deadline:
     if consumed > 0 and first is None:
         first = t
         cpu_first = thread_cpu()
-        idle_first = machine_idle()
+        machine_first = machine_times()
         faults_first = page_faults()
         observer_first = time.process_time()
     if 0 < consumed < n:
@@ -215,7 +215,7 @@ while time.time() < deadline:
     if consumed >= n:
         last = t
         cpu_last = thread_cpu()
-        idle_last = machine_idle()
+        machine_last = machine_times()
         faults_last = page_faults()
         observer_last = time.process_time()
         break
@@ -241,8 +241,8 @@ with open(threads_file, "w") as f:  # CPU ns per message by thread, while consum
     f.write(f" observer={(observer_last - observer_first) / n * 1e9:.0f}")
     f.write(f"; page faults {faults_last[0] - faults_first[0]} minor, {faults_last[1] - faults_first[1]} major")
     cpu_seconds = (last - first) * os.cpu_count()
-    f.write(f"; machine idle {(idle_last[0] - idle_first[0]) / cpu_seconds:.0%}"
-            f", steal {(idle_last[1] - idle_first[1]) / cpu_seconds:.0%}")
+    f.write(f"; machine idle {(machine_last[0] - machine_first[0]) / cpu_seconds:.0%}"
+            f", steal {(machine_last[1] - machine_first[1]) / cpu_seconds:.0%}")
     # Between the first and the last scrape that saw the count move, both taken at known
     # times: the rate without the scrape interval's rounding at either end.
     if len(inside) >= 2 and inside[-1][1] > inside[0][1]:
